@@ -1,0 +1,25 @@
+include(/usr/lib/cmake/Catch2/Catch.cmake OPTIONAL RESULT_VARIABLE _catch_cmake)
+if(NOT _catch_cmake)
+  find_package(Catch2 REQUIRED)
+  include(Catch)
+endif()
+
+# Registers every test case of <target> with CTest, one group per tag class.
+# A test case with several of the tags lands in the first matching group.
+function(mambamt_register_catch_tests target env)
+  catch_discover_tests(${target}
+    TEST_SPEC "~[slow]~[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:"
+    PROPERTIES LABELS "unit" ENVIRONMENT "${env}" TIMEOUT 600)
+  catch_discover_tests(${target}
+    TEST_SPEC "[slow]~[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:slow:"
+    PROPERTIES LABELS "slow" ENVIRONMENT "${env}" TIMEOUT 1800)
+  catch_discover_tests(${target}
+    TEST_SPEC "[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:mpi:"
+    PROPERTIES LABELS "mpi" ENVIRONMENT "${env}" TIMEOUT 1800 RUN_SERIAL TRUE)
+  catch_discover_tests(${target}
+    TEST_SPEC "[slurm]~[cuda]" TEST_PREFIX "${target}:slurm:"
+    PROPERTIES LABELS "slurm" ENVIRONMENT "${env}" TIMEOUT 2400 RUN_SERIAL TRUE)
+  catch_discover_tests(${target}
+    TEST_SPEC "[cuda]" TEST_PREFIX "${target}:cuda:"
+    PROPERTIES LABELS "cuda" ENVIRONMENT "${env}" TIMEOUT 1800)
+endfunction()
