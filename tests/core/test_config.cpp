@@ -1,0 +1,257 @@
+#include <catch2/catch.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+
+using mambamt::InputError;
+using namespace mambamt::core;
+
+namespace {
+
+// The message of the InputError that parsing `text` throws ("" if none).
+std::string error_of(const std::string& text, const std::string& source = "x.toml") {
+  try {
+    parse_experiment(text, source);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string grid_error_of(const std::string& text) {
+  try {
+    parse_grid(text, "g.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("an empty experiment is all defaults", "[core][config]") {
+  ExperimentConfig c = parse_experiment("", "empty.toml");
+  CHECK(c == ExperimentConfig{});
+  CHECK(c.model.kind == "hybrid");
+  CHECK(c.model.attention_ratio == 0.125);
+  CHECK(c.eval.length_buckets == std::vector<int64_t>({16, 32, 64, 128, 256, 512}));
+}
+
+TEST_CASE("parse -> canonical -> parse is the identity with the same id", "[core][config]") {
+  const char* text = R"(
+[model]
+kind = "hybrid"
+d_model = 128
+n_heads = 4
+dec_layers = 8
+cross_attn_every = 2
+attention_placement = "uniform"
+dropout = 0.3
+[data]
+cat_n = 5
+test = ["a", "b"]
+[data.synthetic]
+train_docs = 77
+[train]
+lr = 3e-4
+max_steps = 123
+[eval]
+length_buckets = [10, 20]
+)";
+  ExperimentConfig a = parse_experiment(text, "a.toml");
+  CHECK(a.model.d_model == 128);
+  CHECK(a.data.synthetic.train_docs == 77);
+  CHECK(a.data.test == std::vector<std::string>({"a", "b"}));
+  std::string canon = a.canonical();
+  ExperimentConfig b = parse_experiment(canon, "canonical.toml");
+  CHECK(a == b);
+  CHECK(b.canonical() == canon);
+  CHECK(a.id() == b.id());
+  CHECK(a.id().size() == 12);
+  // Every key is in the canonical text.
+  for (auto& key : experiment_keys()) {
+    std::string leaf = key.substr(key.rfind('.') + 1);
+    CHECK(canon.find("\n" + leaf + " = ") != std::string::npos);
+  }
+}
+
+TEST_CASE("the id ignores key order and explicit defaults and sees every value", "[core][config]") {
+  auto id1 = parse_experiment("[model]\nd_state = 32\nd_model = 128\nn_heads = 4\n", "a").id();
+  auto id2 = parse_experiment("[model]\nd_model = 128\nn_heads = 4\nd_state = 32\nkind = \"hybrid\"\n", "b").id();
+  CHECK(id1 == id2);
+  auto id3 = parse_experiment("[model]\nd_model = 128\nn_heads = 4\nd_state = 64\n", "c").id();
+  CHECK(id1 != id3);
+  auto id4 = parse_experiment("[model]\nd_state = 32\nd_model = 128\nn_heads = 4\n[train]\nseed = 2\n", "d").id();
+  CHECK(id1 != id4);
+  // Float spelling does not matter, the value does.
+  CHECK(parse_experiment("[train]\nlr = 0.0003\n", "e").id() == parse_experiment("[train]\nlr = 3e-4\n", "f").id());
+}
+
+TEST_CASE("presets set sizes and explicit keys win", "[core][config]") {
+  auto c = parse_experiment("[model]\npreset = \"base\"\n", "p.toml");
+  CHECK(c.model.d_model == 512);
+  CHECK(c.model.enc_layers == 12);
+  auto t = parse_experiment("[model]\nkind = \"transformer\"\npreset = \"base\"\n", "p.toml");
+  CHECK(t.model.d_model == 512);
+  CHECK(t.model.enc_layers == 6);
+  CHECK(t.model.d_ff == 2048);
+  auto o = parse_experiment("[model]\npreset = \"base\"\nd_model = 256\n", "p.toml");
+  CHECK(o.model.d_model == 256);
+  CHECK(o.model.enc_layers == 12);
+  auto tiny = parse_experiment("[model]\nkind = \"mamba\"\npreset = \"tiny\"\n", "p.toml");
+  CHECK(tiny.model.d_model == 64);
+}
+
+TEST_CASE("explicit plans set the layer counts", "[core][config]") {
+  auto c = parse_experiment(
+      "[model]\nenc_plan = [\"bimamba\", \"attention\", \"bimamba\"]\n"
+      "dec_plan = [\"mamba\", \"attention+cross\"]\n",
+      "p.toml");
+  CHECK(c.model.enc_layers == 3);
+  CHECK(c.model.dec_layers == 2);
+}
+
+TEST_CASE("config errors name file, line, column and key", "[core][config]") {
+  SECTION("out of range") {
+    CHECK(error_of("[model]\n\nattention_ratio = 1.5\n", "configs/x.toml") ==
+          "configs/x.toml:3:1: model.attention_ratio = 1.5: must be in [0, 1]");
+  }
+  SECTION("wrong type") {
+    CHECK(error_of("[model]\nd_state = \"big\"\n") == "x.toml:2:1: model.d_state = \"big\": expected an integer");
+    CHECK(error_of("[model]\ntie_embeddings = 1\n") == "x.toml:2:1: model.tie_embeddings = 1: expected true or false");
+    CHECK(error_of("[data]\ntest = [\"a\", 3]\n") == "x.toml:2:1: data.test = [\"a\", 3]: element 1: expected a string");
+  }
+  SECTION("unknown key with a near miss") {
+    CHECK(error_of("[model]\nd_sate = 3\n") == "x.toml:2:1: unknown key model.d_sate (did you mean model.d_state?)");
+    CHECK(error_of("[train]\nd_state = 3\n") == "x.toml:2:1: unknown key train.d_state (did you mean model.d_state?)");
+    CHECK(error_of("[train]\nzzzz = 3\n") == "x.toml:2:1: unknown key train.zzzz");
+  }
+  SECTION("unknown section and keys outside sections") {
+    CHECK(error_of("[modle]\nd_state = 3\n") == "x.toml:1:1: unknown section [modle] (did you mean model?)");
+    CHECK(error_of("d_state = 3\n") == "x.toml:1:1: unknown key d_state (did you mean model.d_state?)");
+    CHECK(error_of("[model.extra]\nx = 1\n") == "x.toml:1:1: unknown key model.extra");
+  }
+  SECTION("a string out of its choices") {
+    CHECK(error_of("[model]\nkind = \"hybird\"\n") ==
+          "x.toml:2:1: model.kind = \"hybird\": must be one of hybrid, transformer, mamba, decoder_only "
+          "(did you mean \"hybrid\"?)");
+    CHECK(error_of("[model]\ndec_plan = [\"mamba\", \"atention+cross\"]\n").find(
+              "x.toml:2:1: model.dec_plan = [\"mamba\", \"atention+cross\"]: must be one of") == 0);
+  }
+  SECTION("invalid TOML") {
+    std::string e = error_of("[model]\nd_state = = 3\n");
+    CHECK(e.find("x.toml:2:") == 0);
+    CHECK(e.find("invalid TOML") != std::string::npos);
+  }
+  SECTION("inconsistent combinations name the key that was set") {
+    CHECK(error_of("[model]\ndec_layers = 2\ncross_attn_every = 4\n") ==
+          "x.toml:3:1: model.cross_attn_every = 4 exceeds model.dec_layers = 2: the decoder would have no "
+          "cross-attention");
+    CHECK(error_of("[model]\nd_model = 100\nn_heads = 3\n") ==
+          "x.toml:3:1: model.d_model = 100 is not divisible by model.n_heads = 3");
+    CHECK(error_of("[model]\nn_heads = 4\nd_model = 100\nheaddim = 64\n") ==
+          "x.toml:4:1: model.expand * model.d_model = 200 is not divisible by model.headdim = 64");
+    CHECK(error_of("[data.synthetic]\nmin_sentences = 9\n") ==
+          "x.toml:2:1: data.synthetic.min_sentences = 9 exceeds data.synthetic.max_sentences = 8");
+    CHECK(error_of("[eval]\nbeam_size = 2\nnbest = 3\n") == "x.toml:3:1: eval.nbest = 3 exceeds eval.beam_size = 2");
+    CHECK(error_of("[eval]\nlength_buckets = [4, 4]\n") ==
+          "x.toml:2:1: eval.length_buckets must be strictly increasing");
+    CHECK(error_of("[model]\nkind = \"mamba\"\nenc_plan = [\"bimamba\"]\n") ==
+          "x.toml:3:1: model.enc_plan: kind mamba is decoder-only and has no encoder");
+    CHECK(error_of("[model]\nenc_layers = 2\nenc_plan = [\"bimamba\"]\n") ==
+          "x.toml:3:1: model.enc_plan has 1 layers but model.enc_layers = 2");
+    CHECK(error_of("[model]\ndec_plan = [\"mamba\"]\n") ==
+          "x.toml:2:1: model.dec_plan has no `+cross` layer: the decoder would not see the source");
+    CHECK(error_of("[model]\nkind = \"mamba\"\nattention_ratio = 0.25\n") ==
+          "x.toml:3:1: model.attention_ratio = 0.25: kind mamba has no attention (use decoder_only)");
+    CHECK(error_of("[data]\ncorpus = \"tsv\"\n") == "x.toml:2:1: data.train is required for corpus tsv");
+  }
+  SECTION("a preset that does not exist for the kind") {
+    CHECK(error_of("[model]\npreset = \"huge\"\n").find("x.toml:2:1: model.preset = \"huge\": must be one of") == 0);
+  }
+}
+
+TEST_CASE("load_experiment reports a missing file and refuses a grid", "[core][config]") {
+  CHECK_THROWS_WITH(load_experiment("/nonexistent/e.toml"), "/nonexistent/e.toml: cannot open file");
+  CHECK_THROWS_AS(parse_experiment("[sweep]\nname = \"a\"\n", "g.toml"), InputError);
+}
+
+TEST_CASE("grid files: axes, variants, excludes and points", "[core][config]") {
+  const char* text = R"([sweep]
+name = "abl"
+seeds = [1, 2]
+
+[base]
+model.d_model = 128
+model.n_heads = 4
+train.max_steps = 10
+
+[grid]
+"model.attention_ratio" = [0.25, 0.125]
+model.d_state = [16, 32]
+
+[[variant]]
+name = "transformer"
+model.kind = "transformer"
+
+[[exclude]]
+model.d_state = 32
+model.attention_ratio = 0.25
+)";
+  GridConfig g = parse_grid(text, "g.toml");
+  CHECK(g.sweep.name == "abl");
+  CHECK(g.sweep.seeds == std::vector<int64_t>({1, 2}));
+  REQUIRE(g.axes.size() == 2);
+  CHECK(g.axes[0].key == "model.attention_ratio");
+  CHECK(g.axes[0].values == std::vector<std::string>({"0.25", "0.125"}));
+  CHECK(g.axes[1].key == "model.d_state");
+  CHECK(g.axes[1].value_places[1].line == 12);
+  REQUIRE(g.variants.size() == 1);
+  CHECK(g.variants[0].name == "transformer");
+  REQUIRE(g.excludes.size() == 1);
+  CHECK(g.excludes[0].match.size() == 2);
+
+  ExperimentConfig p = g.point({{"model.d_state", "32"}, {"train.seed", "2"}});
+  CHECK(p.model.d_state == 32);
+  CHECK(p.model.d_model == 128);
+  CHECK(p.train.seed == 2);
+  CHECK(p.train.max_steps == 10);
+  CHECK(p.id() == parse_experiment(p.canonical(), "c").id());
+  ExperimentConfig v = g.point(g.variants[0].overrides, g.variants[0].override_places);
+  CHECK(v.model.kind == "transformer");
+}
+
+TEST_CASE("grid errors name the grid line", "[core][config]") {
+  CHECK(grid_error_of("[sweep]\nname = \"a\"\n[grid]\nmodel.d_sate = [1, 2]\n") ==
+        "g.toml:4:1: unknown key model.d_sate (did you mean model.d_state?)");
+  CHECK(grid_error_of("[sweep]\nname = \"a\"\n[grid]\nmodel.d_state = [16, \"x\"]\n") ==
+        "g.toml:4:22: model.d_state = \"x\": expected an integer");
+  CHECK(grid_error_of("[sweep]\nname = \"a\"\n[grid]\nmodel.d_state = 16\n") ==
+        "g.toml:4:1: grid.model.d_state must be a non-empty list of values (a grid axis)");
+  CHECK(grid_error_of("[sweep]\nnmae = \"a\"\n") == "g.toml:2:1: unknown key sweep.nmae (did you mean sweep.name?)");
+  CHECK(grid_error_of("[sweep]\nname = \"a\"\n[gird]\n") == "g.toml:3:1: unknown section [gird] in a grid file (did you mean [grid]?)");
+  CHECK(grid_error_of("[sweep]\nname = \"a\"\n[[variant]]\nmodel.kind = \"mamba\"\n") ==
+        "g.toml:3:1: [[variant]] needs a name");
+  CHECK(grid_error_of("[sweep]\nname = \"a b\"\n").find("sweep.name = \"a b\"") != std::string::npos);
+
+  // A combination that is invalid only as a whole fails when the point is built,
+  // naming the grid line of the value.
+  GridConfig g = parse_grid("[sweep]\nname = \"a\"\n[base]\nmodel.dec_layers = 2\n[grid]\nmodel.cross_attn_every = [1, 4]\n",
+                            "g.toml");
+  CHECK_NOTHROW(g.point({{"model.cross_attn_every", "1"}}, {g.axes[0].value_places[0]}));
+  CHECK_THROWS_WITH(g.point({{"model.cross_attn_every", "4"}}, {g.axes[0].value_places[1]}),
+                    "g.toml:6:30: model.cross_attn_every = 4 exceeds model.dec_layers = 2: the decoder would have "
+                    "no cross-attention");
+}
+
+TEST_CASE("the config reference documents every key", "[core][config]") {
+  std::string md = config_reference_markdown();
+  for (auto& key : experiment_keys()) CHECK(md.find("`" + key + "`") != std::string::npos);
+  CHECK(md.find("`sweep.retries`") != std::string::npos);
+}
+
+TEST_CASE("short_hash is stable and spreads", "[core][config]") {
+  CHECK(short_hash("abc") == short_hash("abc"));
+  CHECK(short_hash("abc") != short_hash("abd"));
+  CHECK(short_hash("abc", 8).size() == 8);
+}
