@@ -1,0 +1,205 @@
+#include "results/entities.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "core/error.h"
+#include "results/unicode.h"
+
+namespace mambamt::results {
+namespace {
+
+bool is_word_char(char32_t c) {
+  return !is_space(c) && char_class(c) != CharClass::kPunctuation &&
+         char_class(c) != CharClass::kSymbol;
+}
+
+// Whether pattern p occurs in t at position i with word boundaries around it.
+bool match_at(const std::u32string& t, std::size_t i, const std::u32string& p) {
+  if (i + p.size() > t.size() || t.compare(i, p.size(), p) != 0) return false;
+  if (i > 0 && is_word_char(p.front()) && is_word_char(t[i - 1])) return false;
+  const std::size_t end = i + p.size();
+  if (end < t.size() && is_word_char(p.back()) && is_word_char(t[end])) return false;
+  return true;
+}
+
+std::int64_t count_u32(const std::u32string& t, const std::u32string& p) {
+  if (p.empty()) return 0;
+  std::int64_t n = 0;
+  for (std::size_t pos = t.find(p); pos != std::u32string::npos; pos = t.find(p, pos + 1)) {
+    n += match_at(t, pos, p);
+  }
+  return n;
+}
+
+std::u32string first_word(const std::u32string& s) {
+  std::size_t n = 0;
+  while (n < s.size() && is_word_char(s[n])) ++n;
+  return s.substr(0, n);
+}
+
+bool is_capitalised(const std::u32string& word) {
+  if (word.empty()) return false;
+  return to_lower(std::u32string(1, word[0])) != std::u32string(1, word[0]);
+}
+
+}  // namespace
+
+EntityBucket entity_bucket(std::int64_t training_frequency, const EntityBucketEdges& edges) {
+  if (training_frequency >= edges.frequent_min) return EntityBucket::kFrequent;
+  if (training_frequency >= edges.regular_min) return EntityBucket::kRegular;
+  return EntityBucket::kUnseen;
+}
+
+const char* entity_bucket_name(EntityBucket bucket) {
+  switch (bucket) {
+    case EntityBucket::kUnseen: return "unseen";
+    case EntityBucket::kRegular: return "regular";
+    case EntityBucket::kFrequent: return "frequent";
+  }
+  return "?";
+}
+
+std::string entity_bucket_range(EntityBucket bucket, const EntityBucketEdges& edges) {
+  switch (bucket) {
+    case EntityBucket::kUnseen:
+      return edges.regular_min == 1 ? "0" : "[0," + std::to_string(edges.regular_min) + ")";
+    case EntityBucket::kRegular:
+      return "[" + std::to_string(edges.regular_min) + "," + std::to_string(edges.frequent_min) + ")";
+    case EntityBucket::kFrequent:
+      return std::to_string(edges.frequent_min) + "+";
+  }
+  return "?";
+}
+
+bool contains_verbatim(std::string_view text, std::string_view entity) {
+  return count_verbatim(text, entity) > 0;
+}
+
+std::int64_t count_verbatim(std::string_view text, std::string_view entity) {
+  if (entity.empty() || text.find(entity) == std::string_view::npos) return 0;
+  return count_u32(decode_utf8(text), decode_utf8(entity));
+}
+
+EntityCounter::EntityCounter(const std::vector<std::string>& entities) {
+  for (const auto& e : entities) {
+    if (e.empty() || counts_.count(e)) continue;
+    counts_[e] = 0;
+    Pattern p{decode_utf8(e), e};
+    std::u32string w = first_word(p.text);
+    if (w.empty()) other_.push_back(std::move(p));
+    else by_first_word_[w].push_back(std::move(p));
+  }
+}
+
+void EntityCounter::add_line(std::string_view line) {
+  const std::u32string t = decode_utf8(line);
+  // An occurrence of an entity that starts with a word character starts at the
+  // start of a word of the line, and that word equals the entity's first word.
+  std::size_t i = 0;
+  while (i < t.size()) {
+    if (!is_word_char(t[i])) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < t.size() && is_word_char(t[end])) ++end;
+    auto it = by_first_word_.find(t.substr(i, end - i));
+    if (it != by_first_word_.end()) {
+      for (const auto& p : it->second) counts_[p.key] += match_at(t, i, p.text);
+    }
+    i = end;
+  }
+  for (const auto& p : other_) counts_[p.key] += count_u32(t, p.text);
+}
+
+std::int64_t EntityCounter::count(const std::string& entity) const {
+  auto it = counts_.find(entity);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+double RecallCell::recall() const {
+  return total > 0 ? static_cast<double>(hits) / static_cast<double>(total)
+                   : std::numeric_limits<double>::quiet_NaN();
+}
+
+EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
+                                 const FrequencyLookup& training_frequency,
+                                 const EntityBucketEdges& edges) {
+  if (edges.regular_min < 1 || edges.frequent_min <= edges.regular_min) {
+    throw InputError("entity recall: bucket edges must satisfy 1 <= regular_min < frequent_min");
+  }
+  EntityRecallResult result;
+  for (const auto& seg : segments) {
+    std::set<std::string> seen;
+    for (const auto& e : seg.entities) {
+      if (e.empty() || !seen.insert(e).second) continue;
+      ++result.candidates;
+      if (!contains_verbatim(seg.source, e) || !contains_verbatim(seg.reference, e)) continue;
+      const int hit = contains_verbatim(seg.hypothesis, e) ? 1 : 0;
+      RecallCell& cell = result.by_bucket[static_cast<int>(entity_bucket(training_frequency(e), edges))];
+      cell.hits += hit;
+      cell.total += 1;
+      result.total.hits += hit;
+      result.total.total += 1;
+    }
+  }
+  return result;
+}
+
+EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
+                                 const std::unordered_map<std::string, std::int64_t>& training_frequency,
+                                 const EntityBucketEdges& edges) {
+  return entity_recall(
+      segments,
+      [&training_frequency](const std::string& e) -> std::int64_t {
+        auto it = training_frequency.find(e);
+        return it == training_frequency.end() ? 0 : it->second;
+      },
+      edges);
+}
+
+std::vector<std::string> verbatim_entity_candidates(std::string_view source,
+                                                    std::string_view reference) {
+  const std::u32string ref = decode_utf8(reference);
+  const std::u32string src = decode_utf8(source);
+  // Words of the reference with their positions; runs of capitalised words are
+  // joined when only whitespace separates them.
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  std::u32string run;
+  std::size_t i = 0;
+  auto flush = [&] {
+    if (!run.empty() && count_u32(src, run) > 0) {
+      std::string e = encode_utf8(run);
+      if (seen.insert(e).second) out.push_back(std::move(e));
+    }
+    run.clear();
+  };
+  while (i < ref.size()) {
+    if (is_space(ref[i])) {
+      ++i;
+      continue;
+    }
+    if (!is_word_char(ref[i])) {  // punctuation or a symbol ends a run
+      flush();
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < ref.size() && is_word_char(ref[end])) ++end;
+    std::u32string word = ref.substr(i, end - i);
+    if (is_capitalised(word)) {
+      if (!run.empty()) run.push_back(U' ');
+      run += word;
+    } else {
+      flush();
+    }
+    i = end;
+  }
+  flush();
+  return out;
+}
+
+}  // namespace mambamt::results

@@ -1,0 +1,96 @@
+#pragma once
+// Named-entity recall (the SSM-for-MT paper, §4.2): entities that appear
+// verbatim in both the source and the reference, counted as recalled when they
+// appear verbatim in the hypothesis, bucketed by how often they occur in the
+// training data: unseen (0), regular [1, 16) and frequent (16+).
+//
+// "Verbatim" means a whole-word match: the characters next to an occurrence are
+// not word characters (word characters: anything but whitespace, punctuation and
+// symbols), so "Ann" does not match inside "Annual".
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace mambamt::results {
+
+enum class EntityBucket { kUnseen = 0, kRegular = 1, kFrequent = 2 };
+inline constexpr int kEntityBuckets = 3;
+
+struct EntityBucketEdges {
+  std::int64_t regular_min = 1;    // first frequency of "regular"
+  std::int64_t frequent_min = 16;  // first frequency of "frequent"
+};
+
+EntityBucket entity_bucket(std::int64_t training_frequency, const EntityBucketEdges& edges = {});
+// "unseen", "regular", "frequent".
+const char* entity_bucket_name(EntityBucket bucket);
+// The frequency range: "0", "[1,16)", "16+".
+std::string entity_bucket_range(EntityBucket bucket, const EntityBucketEdges& edges = {});
+
+// Whole-word occurrence of `entity` in `text` (empty entities never match).
+bool contains_verbatim(std::string_view text, std::string_view entity);
+// Number of whole-word occurrences.
+std::int64_t count_verbatim(std::string_view text, std::string_view entity);
+
+// Counts whole-word occurrences of many entities over a large corpus (the
+// training data) in one pass per line.
+class EntityCounter {
+ public:
+  explicit EntityCounter(const std::vector<std::string>& entities);
+  void add_line(std::string_view line);
+  std::int64_t count(const std::string& entity) const;  // 0 for an unknown entity
+  const std::unordered_map<std::string, std::int64_t>& counts() const { return counts_; }
+
+ private:
+  struct Pattern {
+    std::u32string text;
+    std::string key;
+  };
+  std::unordered_map<std::u32string, std::vector<Pattern>> by_first_word_;
+  std::vector<Pattern> other_;  // entities that do not start with a word character
+  std::unordered_map<std::string, std::int64_t> counts_;
+};
+
+// A test segment with its candidate entities (from an NER tagger, the synthetic
+// corpus generator, or verbatim_entity_candidates below).
+struct EntitySegment {
+  std::string source;
+  std::string reference;
+  std::string hypothesis;
+  std::vector<std::string> entities;
+};
+
+struct RecallCell {
+  std::int64_t hits = 0;
+  std::int64_t total = 0;
+  double recall() const;  // NaN when total is 0 (missing, not 0)
+};
+
+struct EntityRecallResult {
+  RecallCell total;
+  std::array<RecallCell, kEntityBuckets> by_bucket{};  // indexed by EntityBucket
+  std::int64_t candidates = 0;  // candidate (segment, entity) pairs before the source/reference filter
+};
+
+using FrequencyLookup = std::function<std::int64_t(const std::string& entity)>;
+
+// Each distinct entity of a segment that is verbatim in its source and reference
+// counts once; a hit when it is verbatim in the hypothesis.
+EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
+                                 const FrequencyLookup& training_frequency,
+                                 const EntityBucketEdges& edges = {});
+// Frequencies from a map (an entity missing from it is unseen).
+EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
+                                 const std::unordered_map<std::string, std::int64_t>& training_frequency,
+                                 const EntityBucketEdges& edges = {});
+
+// A fallback when no NER is available: maximal runs of capitalised words of the
+// reference (joined by single spaces) that also appear verbatim in the source.
+std::vector<std::string> verbatim_entity_candidates(std::string_view source,
+                                                    std::string_view reference);
+
+}  // namespace mambamt::results
