@@ -1,0 +1,39 @@
+// Picks the micro-kernel set for this CPU (see cpu/simd.h).
+#include "kernels/cpu/simd.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/simd_generic.h"
+
+namespace mambamt::kernels::cpu {
+
+namespace {
+void generic_gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+                  const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) {
+  generic::gemm<float>(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
+}
+void generic_exp(const float* in, float* out, int64_t n) { generic::exp<float>(in, out, n); }
+
+const FloatKernels& choose() {
+  const char* force = std::getenv("MAMBAMT_CPU_KERNELS");
+  const FloatKernels* k = nullptr;
+  if (force && std::strcmp(force, "generic") == 0) return generic_kernels();
+  if (force && std::strcmp(force, "avx2") == 0) k = avx2_kernels();
+  if (!k && !(force && std::strcmp(force, "avx2") == 0)) k = avx512_kernels();
+  if (!k) k = avx2_kernels();
+  return k ? *k : generic_kernels();
+}
+}  // namespace
+
+const FloatKernels& generic_kernels() {
+  static const FloatKernels k{"generic", &generic_gemm, &generic_exp};
+  return k;
+}
+
+const FloatKernels& float_kernels() {
+  static const FloatKernels& k = choose();
+  return k;
+}
+
+}  // namespace mambamt::kernels::cpu

@@ -1,0 +1,42 @@
+#pragma once
+// Float micro-kernels of the CPU ops, one implementation per instruction set
+// (AVX-512, AVX2+FMA, portable C++), chosen once at run time from what the CPU
+// supports, so one binary runs everywhere. The ops' algorithms (cpu/*.cpp) are
+// written against this table; the double instantiations used by the float64
+// tests take the portable templates in cpu/simd_generic.h.
+#include <cstdint>
+
+namespace mambamt::kernels::cpu {
+
+// Widths W passed to gemm must be multiples of kPadFloats; the algorithms pad
+// their work buffers to it (it is the widest vector, 16 floats).
+constexpr int64_t kPadFloats = 16;
+
+inline int64_t pad_to_vector(int64_t n) { return (n + kPadFloats - 1) / kPadFloats * kPadFloats; }
+
+struct FloatKernels {
+  const char* name;  // "avx512", "avx2" or "generic"
+
+  // Small dense product with a broadcast operand:
+  //   C[m*ldc + w] = beta * C[m*ldc + w] + sum_{k<K} A[m*a_rs + k*a_cs] * Bm[k*ldb + w]
+  // for m < M, w < W. W % kPadFloats == 0; Bm and C rows need not be aligned.
+  // A is read one element at a time, so any strides (and so A or its
+  // transpose) work. beta == 0 overwrites C without reading it.
+  void (*gemm)(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+               const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta);
+
+  // out[i] = exp(in[i]) for i < n (in == out allowed). Relative error ~2e-7;
+  // inputs below -87.3 give 0, above 88.3 give ~1.7e38.
+  void (*exp)(const float* in, float* out, int64_t n);
+};
+
+// The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the
+// environment forces a set (falling back to generic if the CPU lacks it).
+const FloatKernels& float_kernels();
+
+// Each set, or null when this CPU (or compiler) can't run it.
+const FloatKernels* avx512_kernels();
+const FloatKernels* avx2_kernels();
+const FloatKernels& generic_kernels();
+
+}  // namespace mambamt::kernels::cpu

@@ -1,0 +1,121 @@
+// AVX2 + FMA micro-kernels (see cpu/simd.h and the notes in simd_avx512.cpp).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/cpu/simd.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MAMBAMT_HAVE_AVX2_KERNELS 1
+#endif
+
+namespace mambamt::kernels::cpu {
+
+#ifdef MAMBAMT_HAVE_AVX2_KERNELS
+#pragma GCC push_options
+// GCC 12 warns about the deliberately undefined upper lanes inside its own intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx2,fma")
+
+namespace {
+
+// MR rows by 2 vectors of 8 floats (every W is a multiple of 16): 12
+// accumulators + 2 + 1 of the 16 registers.
+template <int MR>
+void micro(int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Bm, int64_t ldb,
+           float* C, int64_t ldc, float beta) {
+  __m256 acc[MR][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = Bm + k * ldb;
+    const float* a = A + k * a_cs;
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a + r * a_rs);
+      acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+    }
+  }
+  const __m256 vb = _mm256_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    float* c = C + r * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; ++v) {
+      __m256 out = acc[r][v];
+      if (beta == 1.0f) {
+        out = _mm256_add_ps(out, _mm256_loadu_ps(c + 8 * v));
+      } else if (beta != 0.0f) {
+        out = _mm256_fmadd_ps(vb, _mm256_loadu_ps(c + 8 * v), out);
+      }
+      _mm256_storeu_ps(c + 8 * v, out);
+    }
+  }
+}
+
+using MicroFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*,
+                         int64_t, float);
+constexpr int kRows = 6;
+constexpr MicroFn kTail[kRows] = {&micro<1>, &micro<2>, &micro<3>, &micro<4>, &micro<5>, &micro<6>};
+
+void gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+          const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) {
+  for (int64_t w = 0; w < W; w += 16) {
+    int64_t m = 0;
+    for (; m + kRows <= M; m += kRows)
+      micro<kRows>(K, A + m * a_rs, a_rs, a_cs, Bm + w, ldb, C + m * ldc + w, ldc, beta);
+    if (m < M) kTail[M - m - 1](K, A + m * a_rs, a_rs, a_cs, Bm + w, ldb, C + m * ldc + w, ldc, beta);
+  }
+}
+
+inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365478515625f);
+  const __m256 tiny = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  __m256 out = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(tiny, out);
+}
+
+void vexp(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, exp8(_mm256_loadu_ps(in + i)));
+  if (i < n) {
+    float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t j = i; j < n; ++j) buf[j - i] = in[j];
+    _mm256_storeu_ps(buf, exp8(_mm256_loadu_ps(buf)));
+    for (int64_t j = i; j < n; ++j) out[j] = buf[j - i];
+  }
+}
+
+}  // namespace
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+const FloatKernels* avx2_kernels() {
+  static const FloatKernels k{"avx2", &gemm, &vexp};
+  __builtin_cpu_init();
+  const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok ? &k : nullptr;
+}
+#else
+const FloatKernels* avx2_kernels() { return nullptr; }
+#endif
+
+}  // namespace mambamt::kernels::cpu

@@ -1,0 +1,156 @@
+// AVX-512 micro-kernels (see cpu/simd.h). Every function here is compiled for
+// AVX-512F/VL/DQ/BW + FMA through the target pragma and called only after a CPU
+// check, so the rest of the binary keeps the baseline instruction set. Nothing
+// here instantiates templates from other headers (their copies could otherwise
+// be emitted with AVX-512 instructions and picked by the linker elsewhere).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/cpu/simd.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MAMBAMT_HAVE_AVX512_KERNELS 1
+#endif
+
+namespace mambamt::kernels::cpu {
+
+#ifdef MAMBAMT_HAVE_AVX512_KERNELS
+#pragma GCC push_options
+// GCC 12 warns about the deliberately undefined upper lanes inside its own intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
+
+namespace {
+
+// Register block: MR rows of C by NV vectors of 16 floats, all K products
+// accumulated in registers, then merged into C once.
+template <int MR, int NV>
+void micro(int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Bm, int64_t ldb,
+           float* C, int64_t ldc, float beta) {
+  __m512 acc[MR][NV];
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const float* b = Bm + k * ldb;
+    const float* a = A + k * a_cs;
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 32
+    for (int r = 0; r < MR; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * a_rs]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 32
+  for (int r = 0; r < MR; ++r) {
+    float* c = C + r * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      __m512 out = acc[r][v];
+      if (beta == 1.0f) {
+        out = _mm512_add_ps(out, _mm512_loadu_ps(c + 16 * v));
+      } else if (beta != 0.0f) {
+        out = _mm512_fmadd_ps(vb, _mm512_loadu_ps(c + 16 * v), out);
+      }
+      _mm512_storeu_ps(c + 16 * v, out);
+    }
+  }
+}
+
+using MicroFn = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*,
+                         int64_t, float);
+
+// Rows per block for NV vectors: keeps MR*NV accumulators + NV + 1 within the
+// 32 registers.
+constexpr int rows_for(int nv) { return nv == 4 ? 6 : nv == 3 ? 8 : nv == 2 ? 12 : 24; }
+
+template <int NV, int... R>
+constexpr auto make_row_table(std::integer_sequence<int, R...>) {
+  struct T {
+    MicroFn f[sizeof...(R)];
+  };
+  return T{{&micro<R + 1, NV>...}};
+}
+
+template <int NV>
+MicroFn micro_for(int rows) {
+  static constexpr auto table = make_row_table<NV>(std::make_integer_sequence<int, rows_for(NV)>{});
+  return table.f[rows - 1];
+}
+
+template <int NV>
+void gemm_cols(int64_t M, int64_t K, const float* A, int64_t a_rs, int64_t a_cs, const float* Bm,
+               int64_t ldb, float* C, int64_t ldc, float beta) {
+  constexpr int MR = rows_for(NV);
+  int64_t m = 0;
+  for (; m + MR <= M; m += MR) micro<MR, NV>(K, A + m * a_rs, a_rs, a_cs, Bm, ldb, C + m * ldc, ldc, beta);
+  if (m < M) micro_for<NV>(static_cast<int>(M - m))(K, A + m * a_rs, a_rs, a_cs, Bm, ldb, C + m * ldc, ldc, beta);
+}
+
+void gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+          const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) {
+  int64_t nv = W / 16, w = 0;
+  // Column blocks of 4 vectors; a remainder of 1..3 vectors gets a taller block.
+  for (; nv >= 4; nv -= 4, w += 64) gemm_cols<4>(M, K, A, a_rs, a_cs, Bm + w, ldb, C + w, ldc, beta);
+  if (nv == 3) gemm_cols<3>(M, K, A, a_rs, a_cs, Bm + w, ldb, C + w, ldc, beta);
+  if (nv == 2) gemm_cols<2>(M, K, A, a_rs, a_cs, Bm + w, ldb, C + w, ldc, beta);
+  if (nv == 1) gemm_cols<1>(M, K, A, a_rs, a_cs, Bm + w, ldb, C + w, ldc, beta);
+}
+
+// exp: 2^n * p(r), n = round(x / ln 2), r = x - n ln 2 (Cephes expf polynomial).
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.3762626647949f), lo = _mm512_set1_ps(-87.3365478515625f);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  x = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  // fx + 127 is in [1, 254] after the clamp: a normal float's exponent.
+  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  __m512 out = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  return _mm512_mask_blend_ps(tiny, out, _mm512_setzero_ps());
+}
+
+void vexp(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, exp16(_mm512_loadu_ps(in + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(out + i, m, exp16(_mm512_maskz_loadu_ps(m, in + i)));
+  }
+}
+
+}  // namespace
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+const FloatKernels* avx512_kernels() {
+  static const FloatKernels k{"avx512", &gemm, &vexp};
+  __builtin_cpu_init();
+  const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("fma");
+  return ok ? &k : nullptr;
+}
+#else
+const FloatKernels* avx512_kernels() { return nullptr; }
+#endif
+
+}  // namespace mambamt::kernels::cpu

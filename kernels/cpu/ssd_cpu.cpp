@@ -1,0 +1,608 @@
+// CPU SSD (Mamba-2) scan: forward, backward and decode step.
+//
+// Why the chunked form: per position and head the recurrence does P*N
+// multiply-adds for the state, P*N for the output and reloads the (P,N) state
+// from L1 every step (a scalar C++ loop ran at 12% of sgemm here). The chunked
+// (state-space dual) form over blocks of T = 16 positions turns the same work
+// into small dense products that keep their operands in registers:
+//   Y     = [L | diag(e^cs) C] [X ; S]     (T x (T+N)) (T+N x P)    outputs
+//   S_end = e^cs_T S + (decay*dt*B)^T X     (N x T)(T x P)           state
+// so 2*P*N + T*P multiply-adds per position, all in cpu/simd.h's register-
+// blocked gemm, with the exponentials vectorised. L[t,s] = (C_t.B_s) e^(cs_t-cs_s)
+// dt_s for s <= t; C_t.B_s is shared by the heads of a group and computed
+// once. The backward pass recomputes the states from checkpoints saved by the
+// forward pass every kSsdCheckpointLen positions and runs the chunks in
+// reverse with the same products (see ssd_backward below for the formulas).
+//
+// Layouts: forward states are (N, Pp) (n-major, P padded to kPadFloats) so
+// that both products read P-wide rows; backward states and state gradients are
+// (P, Np), the API's (P,N) layout padded, which the contractions over P need.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_generic.h"
+
+namespace mambamt::kernels::cpu {
+namespace {
+
+using detail::SsdBwdParams;
+using detail::SsdParams;
+using detail::SsdStepParams;
+
+constexpr int64_t T = 16;  // positions per block
+constexpr int64_t kChunksPerCkpt = detail::kSsdCheckpointLen / T;
+static_assert(detail::kSsdCheckpointLen % T == 0, "checkpoints must fall on block starts");
+
+template <typename S>
+struct Ops;
+
+template <>
+struct Ops<float> {
+  const FloatKernels& k = float_kernels();
+  void gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+            const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) const {
+    k.gemm(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
+  }
+  void exp(const float* in, float* out, int64_t n) const { k.exp(in, out, n); }
+};
+
+template <>
+struct Ops<double> {
+  void gemm(int64_t M, int64_t K, int64_t W, const double* A, int64_t a_rs, int64_t a_cs,
+            const double* Bm, int64_t ldb, double* C, int64_t ldc, double beta) const {
+    generic::gemm<double>(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
+  }
+  void exp(const double* in, double* out, int64_t n) const { generic::exp<double>(in, out, n); }
+};
+
+struct Dims {
+  int64_t Bn, L, H, P, G, N, hpg, Pp, Np, nc, nck;
+  explicit Dims(const SsdParams& p)
+      : Bn(p.batch), L(p.seqlen), H(p.nheads), P(p.headdim), G(p.ngroups), N(p.dstate),
+        hpg(p.nheads / p.ngroups), Pp(pad_to_vector(p.headdim)), Np(pad_to_vector(p.dstate)),
+        nc((p.seqlen + T - 1) / T),
+        nck((p.seqlen + detail::kSsdCheckpointLen - 1) / detail::kSsdCheckpointLen) {}
+};
+
+// Element pointers into the strided inputs.
+template <typename S>
+struct Inputs {
+  const SsdParams& p;
+  const S* x(int64_t b, int64_t l, int64_t h) const {
+    return static_cast<const S*>(p.x) + b * p.x_bs + l * p.x_ls + h * p.x_hs;
+  }
+  const S* z(int64_t b, int64_t l, int64_t h) const {
+    return static_cast<const S*>(p.z) + b * p.z_bs + l * p.z_ls + h * p.z_hs;
+  }
+  const S* B(int64_t b, int64_t l, int64_t g) const {
+    return static_cast<const S*>(p.B) + b * p.B_bs + l * p.B_ls + g * p.B_gs;
+  }
+  const S* C(int64_t b, int64_t l, int64_t g) const {
+    return static_cast<const S*>(p.C) + b * p.C_bs + l * p.C_ls + g * p.C_gs;
+  }
+  bool real(int64_t b, int64_t l) const { return !p.mask || p.mask[b * p.seqlen + l]; }
+};
+
+// Effective dt of one block and its cumulative log-decay.
+template <typename S>
+struct Decay {
+  int64_t len = 0;  // positions in this block (T, or fewer in the last one)
+  S dte[T];         // softplus(dt + bias), 0 at padding
+  S grad[T];        // d dte / d dt
+  S cs[T];          // inclusive cumulative sum of dte * A (held constant past len)
+};
+
+template <typename S>
+void compute_decay(const SsdParams& p, int64_t b, int64_t h, int64_t t0, S A, Decay<S>& d) {
+  const S* dt = static_cast<const S*>(p.dt);
+  const S bias = p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0);
+  d.len = std::min(T, p.seqlen - t0);
+  S run = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    S e = 0, g = 0;
+    const int64_t l = t0 + t;
+    if (t < d.len && (!p.mask || p.mask[b * p.seqlen + l])) {
+      const S v = dt[(b * p.seqlen + l) * p.nheads + h] + bias;
+      if (!p.dt_softplus || v > S(20)) {
+        e = v;
+        g = 1;
+      } else {
+        e = std::log1p(std::exp(v));
+        g = S(1) / (S(1) + std::exp(-v));
+      }
+    }
+    d.dte[t] = e;
+    d.grad[t] = g;
+    run += e * A;
+    d.cs[t] = run;
+  }
+}
+
+// Exponentials of a block, in one vectorised call:
+//   E[t*T+s] = e^(cs_t - cs_s) for s <= t (0 above the diagonal),
+//   ec[t] = e^cs_t (decay from the block start), eb[s] = e^(cs_last - cs_s).
+template <typename S>
+struct BlockExp {
+  S buf[T * T + 2 * T];
+  const S* E() const { return buf; }
+  const S* ec() const { return buf + T * T; }
+  const S* eb() const { return buf + T * T + T; }
+  void compute(const Ops<S>& ops, const Decay<S>& d) {
+    const S last = d.cs[d.len - 1];
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t s = 0; s < T; ++s) buf[t * T + s] = s <= t ? d.cs[t] - d.cs[s] : S(0);
+    for (int64_t t = 0; t < T; ++t) {
+      buf[T * T + t] = d.cs[t];
+      buf[T * T + T + t] = last - d.cs[t];
+    }
+    ops.exp(buf, buf, T * T + 2 * T);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t s = t + 1; s < T; ++s) buf[t * T + s] = 0;
+  }
+};
+
+// C_t.B_s of every block and group, shared by the group's heads:
+// CB (B,G,nc,T,T); optionally B of each block transposed, Bt (B,G,nc,Np,T).
+template <typename S>
+void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::vector<S>& CB,
+                    std::vector<S>* Bt) {
+  const Inputs<S> in{p};
+  const int64_t tasks = d.Bn * d.G * d.nc;
+  CB.assign(tasks * T * T, S(0));
+  if (Bt) Bt->assign(tasks * d.Np * T, S(0));
+  at::parallel_for(0, tasks, 16, [&](int64_t begin, int64_t end) {
+    std::vector<S> bt(d.Np * T);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / (d.G * d.nc), g = (i / d.nc) % d.G, c = i % d.nc;
+      const int64_t t0 = c * T, len = std::min(T, d.L - t0);
+      std::fill(bt.begin(), bt.end(), S(0));
+      for (int64_t s = 0; s < len; ++s) {
+        const S* row = in.B(b, t0 + s, g);
+        for (int64_t n = 0; n < d.N; ++n) bt[n * T + s] = row[n];
+      }
+      if (Bt) std::copy(bt.begin(), bt.end(), Bt->begin() + i * d.Np * T);
+      ops.gemm(len, d.N, T, in.C(b, t0, g), p.C_ls, 1, bt.data(), T, CB.data() + i * T * T, T, S(0));
+    }
+  });
+}
+
+inline int64_t grain(int64_t tasks) { return std::max<int64_t>(1, tasks / (8 * at::get_num_threads())); }
+
+// ----------------------------------------------------------------- forward
+
+template <typename S>
+void forward_impl(const SsdParams& p) {
+  const Dims d(p);
+  const Ops<S> ops;
+  const Inputs<S> in{p};
+  std::vector<S> CB;
+  group_products<S>(p, d, ops, CB, nullptr);
+  const S* A_log = static_cast<const S*>(p.A_log);
+  const int64_t K1 = T + d.N;  // columns of [L | C']
+
+  at::parallel_for(0, d.Bn * d.H, grain(d.Bn * d.H), [&](int64_t begin, int64_t end) {
+    std::vector<S> XH((T + d.N) * d.Pp), LC(T * K1), Yb(T * d.Pp), Bs(T * d.N), tmp(2 * d.Pp);
+    Decay<S> dec;
+    BlockExp<S> ex;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / d.H, h = task % d.H, g = h / d.hpg;
+      const S A = -std::exp(A_log[h]);
+      const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
+      S* Hs = XH.data() + T * d.Pp;  // state (N, Pp) right below the block's X rows
+      std::fill(XH.begin(), XH.end(), S(0));
+      if (p.initial_state) {
+        const S* s0 = static_cast<const S*>(p.initial_state) + (b * d.H + h) * d.P * d.N;
+        for (int64_t pp = 0; pp < d.P; ++pp)
+          for (int64_t n = 0; n < d.N; ++n) Hs[n * d.Pp + pp] = s0[pp * d.N + n];
+      }
+      for (int64_t c = 0; c < d.nc; ++c) {
+        const int64_t t0 = c * T;
+        if (p.checkpoints && t0 % detail::kSsdCheckpointLen == 0) {
+          S* ck = static_cast<S*>(p.checkpoints) +
+                  ((b * d.H + h) * d.nck + t0 / detail::kSsdCheckpointLen) * d.P * d.N;
+          for (int64_t pp = 0; pp < d.P; ++pp)
+            for (int64_t n = 0; n < d.N; ++n) ck[pp * d.N + n] = Hs[n * d.Pp + pp];
+        }
+        compute_decay<S>(p, b, h, t0, A, dec);
+        const int64_t len = dec.len;
+        ex.compute(ops, dec);
+        for (int64_t t = 0; t < T; ++t) {
+          S* row = XH.data() + t * d.Pp;
+          if (t < len) std::memcpy(row, in.x(b, t0 + t, h), d.P * sizeof(S));
+          else std::fill(row, row + d.P, S(0));
+        }
+        // [L | diag(e^cs) C]
+        const S* cb = CB.data() + ((b * d.G + g) * d.nc + c) * T * T;
+        for (int64_t t = 0; t < len; ++t) {
+          S* row = LC.data() + t * K1;
+          for (int64_t s = 0; s < T; ++s) row[s] = cb[t * T + s] * ex.E()[t * T + s] * dec.dte[s];
+          const S* crow = in.C(b, t0 + t, g);
+          const S f = ex.ec()[t];
+          for (int64_t n = 0; n < d.N; ++n) row[T + n] = f * crow[n];
+        }
+        ops.gemm(len, K1, d.Pp, LC.data(), K1, 1, XH.data(), d.Pp, Yb.data(), d.Pp, S(0));
+        // Epilogue: + D x, padding, gate.
+        for (int64_t t = 0; t < len; ++t) {
+          const int64_t l = t0 + t;
+          S* yrow = static_cast<S*>(p.y) + ((b * d.L + l) * d.H + h) * d.P;
+          S* ypre = p.y_pregate ? static_cast<S*>(p.y_pregate) + ((b * d.L + l) * d.H + h) * d.P : nullptr;
+          if (!in.real(b, l)) {
+            std::fill(yrow, yrow + d.P, S(0));
+            if (ypre) std::fill(ypre, ypre + d.P, S(0));
+            continue;
+          }
+          const S* xrow = XH.data() + t * d.Pp;
+          const S* yb = Yb.data() + t * d.Pp;
+          if (!p.z) {
+            for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = yb[pp] + Dh * xrow[pp];
+            continue;
+          }
+          const S* zrow = in.z(b, l, h);
+          S* v = tmp.data();
+          S* ez = tmp.data() + d.Pp;
+          for (int64_t pp = 0; pp < d.P; ++pp) {
+            v[pp] = yb[pp] + Dh * xrow[pp];
+            ez[pp] = -zrow[pp];
+          }
+          if (ypre) std::memcpy(ypre, v, d.P * sizeof(S));
+          ops.exp(ez, ez, d.P);
+          for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = v[pp] * zrow[pp] / (S(1) + ez[pp]);
+        }
+        // State update: S = e^cs_last S + (eb * dt * B)^T X.
+        for (int64_t s = 0; s < len; ++s) {
+          const S f = ex.eb()[s] * dec.dte[s];
+          const S* brow = in.B(b, t0 + s, g);
+          for (int64_t n = 0; n < d.N; ++n) Bs[s * d.N + n] = f * brow[n];
+        }
+        ops.gemm(d.N, len, d.Pp, Bs.data(), 1, d.N, XH.data(), d.Pp, Hs, d.Pp, ex.ec()[len - 1]);
+      }
+      if (p.final_state) {
+        S* fs = static_cast<S*>(p.final_state) + (b * d.H + h) * d.P * d.N;
+        for (int64_t pp = 0; pp < d.P; ++pp)
+          for (int64_t n = 0; n < d.N; ++n) fs[pp * d.N + n] = Hs[n * d.Pp + pp];
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- backward
+//
+// Per block, with u_s = dt_s x_s, M[t,s] = e^(cs_t - cs_s) (s <= t), H0 / H1
+// the states at the block's start / end, dH1 the gradient of H1 and dY the
+// gradient of the block's y before D and the gate:
+//   du_s   = sum_{t>=s} M[t,s] (C_t.B_s) dY_t + e^(cs_T-cs_s) dH1 B_s
+//   dC_t   = e^cs_t H0^T dY_t + sum_{s<=t} M[t,s] (dY_t.u_s) B_s
+//   dB_s   = e^(cs_T-cs_s) dH1^T u_s + sum_{t>=s} M[t,s] (dY_t.u_s) C_t
+//   dH0    = e^cs_T dH1 + sum_t e^cs_t dY_t C_t^T
+//   dcs_t  = sum_{s<t} W[t,s] - sum_{r>t} W[r,t] + C_t.dC_t(state part)
+//            - B_t.dB_t(state part) + [t = last] <dH1, H1>,
+//            W[t,s] = M[t,s] (C_t.B_s) (dY_t.u_s)
+//   d(dt_t A) = sum_{r>=t} dcs_r;  dx = dt du + D dY;  ddt = x.du + A d(dt A).
+
+template <typename S>
+struct BwdWork {
+  std::vector<S> Hs, XP, dH, dY, U, UT, dUT, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
+      tmp;
+  std::vector<Decay<S>> dec;
+  BwdWork(const Dims& d)
+      : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp), dH(d.P * d.Np),
+        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dUT(d.Pp * T), Q1(T * d.Np), Q2(T * d.Np),
+        Sm(T * T), Mcb(T * T), MS(T * T), Bs(T * d.Np), Cs(T * d.Np), Bpack(T * d.Np),
+        Cpack(T * d.Np), BcT(d.Np * T), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
+};
+
+template <typename S>
+void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, const S* CBall,
+                   const S* Btall, int64_t b, int64_t h, S* dBout, S* dCout, BwdWork<S>& w) {
+  const Inputs<S> in{p};
+  const int64_t g = h / d.hpg;
+  const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
+  const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
+  const int64_t PNp = d.P * d.Np;
+  S dA_acc = 0, dD_acc = 0;
+
+  std::fill(w.dH.begin(), w.dH.end(), S(0));
+  if (p.dfinal_state) {
+    const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
+    for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(&w.dH[pp * d.Np], src + pp * d.N, d.N * sizeof(S));
+  }
+  std::fill(w.Bs.begin(), w.Bs.end(), S(0));
+  std::fill(w.Cs.begin(), w.Cs.end(), S(0));
+  std::fill(w.Bpack.begin(), w.Bpack.end(), S(0));
+  std::fill(w.Cpack.begin(), w.Cpack.end(), S(0));
+  std::fill(w.dY.begin(), w.dY.end(), S(0));
+  std::fill(w.U.begin(), w.U.end(), S(0));
+  BlockExp<S> ex;
+
+  const int64_t nseg = (d.nc + kChunksPerCkpt - 1) / kChunksPerCkpt;
+  for (int64_t seg = nseg - 1; seg >= 0; --seg) {
+    const int64_t c0 = seg * kChunksPerCkpt, nj = std::min(kChunksPerCkpt, d.nc - c0);
+    // Recompute the states at every block start of the segment, and one past its end.
+    {
+      const S* ck = static_cast<const S*>(p.checkpoints) + ((b * d.H + h) * d.nck + seg) * d.P * d.N;
+      std::fill(w.Hs.begin(), w.Hs.begin() + PNp, S(0));
+      for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(&w.Hs[pp * d.Np], ck + pp * d.N, d.N * sizeof(S));
+    }
+    for (int64_t j = 0; j < nj; ++j) {
+      const int64_t t0 = (c0 + j) * T;
+      Decay<S>& dec = w.dec[j];
+      compute_decay<S>(p, b, h, t0, A, dec);
+      const int64_t len = dec.len;
+      S* X = w.XP.data() + j * T * d.Pp;
+      for (int64_t t = 0; t < T; ++t) {
+        S* row = X + t * d.Pp;
+        std::fill(row, row + d.Pp, S(0));
+        if (t < len) std::memcpy(row, in.x(b, t0 + t, h), d.P * sizeof(S));
+      }
+      const S last = dec.cs[len - 1];
+      S f[T];
+      for (int64_t s = 0; s < len; ++s) f[s] = last - dec.cs[s];
+      ops.exp(f, f, len);
+      for (int64_t s = 0; s < len; ++s) {
+        const S* brow = in.B(b, t0 + s, g);
+        const S fs = f[s] * dec.dte[s];
+        for (int64_t n = 0; n < d.N; ++n) w.Bs[s * d.Np + n] = fs * brow[n];
+      }
+      S* H0 = w.Hs.data() + j * PNp;
+      S* H1 = H0 + PNp;
+      std::memcpy(H1, H0, PNp * sizeof(S));
+      ops.gemm(d.P, len, d.Np, X, 1, d.Pp, w.Bs.data(), d.Np, H1, d.Np, std::exp(last));
+    }
+    // The blocks of the segment in reverse.
+    for (int64_t j = nj - 1; j >= 0; --j) {
+      const int64_t c = c0 + j, t0 = c * T;
+      const Decay<S>& dec = w.dec[j];
+      const int64_t len = dec.len;
+      const S* X = w.XP.data() + j * T * d.Pp;
+      const S* H0 = w.Hs.data() + j * PNp;
+      const S* H1 = H0 + PNp;
+      ex.compute(ops, dec);
+      const S* E = ex.E();
+      const S* ec = ex.ec();
+      const S* eb = ex.eb();
+
+      // dY: the gradient of y before D, padding and the gate.
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t l = t0 + t;
+        const int64_t off = ((b * d.L + l) * d.H + h) * d.P;
+        const S* go = static_cast<const S*>(p.dout) + off;
+        S* dy = w.dY.data() + t * d.Pp;
+        S* dz = p.dz ? static_cast<S*>(p.dz) + off : nullptr;
+        if (!in.real(b, l)) {
+          std::fill(dy, dy + d.P, S(0));
+          if (dz) std::fill(dz, dz + d.P, S(0));
+          continue;
+        }
+        if (p.z) {
+          const S* zrow = in.z(b, l, h);
+          const S* ypre = static_cast<const S*>(p.y_pregate) + off;
+          S* sg = w.tmp.data();
+          for (int64_t pp = 0; pp < d.P; ++pp) sg[pp] = -zrow[pp];
+          ops.exp(sg, sg, d.P);
+          for (int64_t pp = 0; pp < d.P; ++pp) {
+            const S sig = S(1) / (S(1) + sg[pp]), zv = zrow[pp];
+            dy[pp] = go[pp] * zv * sig;
+            if (dz) dz[pp] = go[pp] * ypre[pp] * sig * (S(1) + zv * (S(1) - sig));
+          }
+        } else {
+          std::memcpy(dy, go, d.P * sizeof(S));
+        }
+        const S* xr = X + t * d.Pp;
+        S acc = 0;
+        for (int64_t pp = 0; pp < d.P; ++pp) acc += dy[pp] * xr[pp];
+        dD_acc += acc;
+      }
+      for (int64_t t = len; t < T; ++t) std::fill(&w.dY[t * d.Pp], &w.dY[t * d.Pp] + d.P, S(0));
+      for (int64_t t = 0; t < T; ++t) {
+        S* u = w.U.data() + t * d.Pp;
+        const S* xr = X + t * d.Pp;
+        for (int64_t pp = 0; pp < d.P; ++pp) u[pp] = dec.dte[t] * xr[pp];
+      }
+      for (int64_t pp = 0; pp < d.Pp; ++pp)
+        for (int64_t t = 0; t < T; ++t) w.UT[pp * T + t] = w.U[t * d.Pp + pp];
+
+      // Contractions over P.
+      ops.gemm(len, d.P, d.Np, w.dY.data(), d.Pp, 1, H0, d.Np, w.Q1.data(), d.Np, S(0));
+      ops.gemm(len, d.P, T, w.dY.data(), d.Pp, 1, w.UT.data(), T, w.Sm.data(), T, S(0));
+      ops.gemm(len, d.P, d.Np, w.U.data(), d.Pp, 1, w.dH.data(), d.Np, w.Q2.data(), d.Np, S(0));
+
+      const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
+      const S* bt = Btall + ((b * d.G + g) * d.nc + c) * d.Np * T;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t s = 0; s < T; ++s) {
+          const bool on = t < len && s <= t;
+          w.Mcb[t * T + s] = on ? E[t * T + s] * cb[t * T + s] : S(0);
+          w.MS[t * T + s] = on ? E[t * T + s] * w.Sm[t * T + s] : S(0);
+        }
+      for (int64_t n = 0; n < d.Np; ++n)
+        for (int64_t s = 0; s < T; ++s) w.BcT[n * T + s] = s < len ? eb[s] * bt[n * T + s] : S(0);
+
+      // du^T (Pp, T) = dH1 B' + dY^T (M o CB).
+      ops.gemm(d.P, d.N, T, w.dH.data(), d.Np, 1, w.BcT.data(), T, w.dUT.data(), T, S(0));
+      ops.gemm(d.P, len, T, w.dY.data(), 1, d.Pp, w.Mcb.data(), T, w.dUT.data(), T, S(1));
+
+      // Gradient of the cumulative log-decay.
+      S dcs[T];
+      for (int64_t t = 0; t < len; ++t) {
+        S v = 0;
+        for (int64_t s = 0; s < t; ++s) v += w.Mcb[t * T + s] * w.Sm[t * T + s];
+        for (int64_t r = t + 1; r < len; ++r) v -= w.Mcb[r * T + t] * w.Sm[r * T + t];
+        const S* crow = in.C(b, t0 + t, g);
+        const S* brow = in.B(b, t0 + t, g);
+        const S* q1 = w.Q1.data() + t * d.Np;
+        const S* q2 = w.Q2.data() + t * d.Np;
+        S vc = 0, vb = 0;
+        for (int64_t n = 0; n < d.N; ++n) {
+          vc += crow[n] * q1[n];
+          vb += brow[n] * q2[n];
+        }
+        dcs[t] = v + ec[t] * vc - eb[t] * vb;
+      }
+      {
+        S dot = 0;
+        for (int64_t i = 0; i < PNp; ++i) dot += w.dH[i] * H1[i];
+        dcs[len - 1] += dot;
+      }
+      // dx, ddt, dA.
+      S dl = 0;
+      for (int64_t s = len - 1; s >= 0; --s) {
+        dl += dcs[s];
+        const int64_t l = t0 + s;
+        const S* xr = X + s * d.Pp;
+        const S* dy = w.dY.data() + s * d.Pp;
+        S* dx = static_cast<S*>(p.dx) + ((b * d.L + l) * d.H + h) * d.P;
+        S xdu = 0;
+        for (int64_t pp = 0; pp < d.P; ++pp) {
+          const S du = w.dUT[pp * T + s];
+          dx[pp] = dec.dte[s] * du + Dh * dy[pp];
+          xdu += xr[pp] * du;
+        }
+        static_cast<S*>(p.ddt)[(b * d.L + l) * d.H + h] = (xdu + dl * A) * dec.grad[s];
+        dA_acc += dl * dec.dte[s];
+      }
+      // dC and dB of the block (accumulated over the group's heads).
+      for (int64_t t = 0; t < len; ++t) {
+        std::memcpy(&w.Bpack[t * d.Np], in.B(b, t0 + t, g), d.N * sizeof(S));
+        std::memcpy(&w.Cpack[t * d.Np], in.C(b, t0 + t, g), d.N * sizeof(S));
+      }
+      ops.gemm(len, len, d.Np, w.MS.data(), T, 1, w.Bpack.data(), d.Np, w.acc.data(), d.Np, S(0));
+      for (int64_t t = 0; t < len; ++t) {
+        S* out = dCout + ((b * d.L + t0 + t) * d.G + g) * d.N;
+        const S* a = w.acc.data() + t * d.Np;
+        const S* q1 = w.Q1.data() + t * d.Np;
+        for (int64_t n = 0; n < d.N; ++n) out[n] += a[n] + ec[t] * q1[n];
+      }
+      ops.gemm(len, len, d.Np, w.MS.data(), 1, T, w.Cpack.data(), d.Np, w.acc.data(), d.Np, S(0));
+      for (int64_t s = 0; s < len; ++s) {
+        S* out = dBout + ((b * d.L + t0 + s) * d.G + g) * d.N;
+        const S* a = w.acc.data() + s * d.Np;
+        const S* q2 = w.Q2.data() + s * d.Np;
+        for (int64_t n = 0; n < d.N; ++n) out[n] += a[n] + eb[s] * q2[n];
+      }
+      // dH0 = e^cs_last dH1 + dY^T (e^cs C).
+      for (int64_t t = 0; t < len; ++t) {
+        const S* crow = in.C(b, t0 + t, g);
+        for (int64_t n = 0; n < d.N; ++n) w.Cs[t * d.Np + n] = ec[t] * crow[n];
+      }
+      ops.gemm(d.P, len, d.Np, w.dY.data(), 1, d.Pp, w.Cs.data(), d.Np, w.dH.data(), d.Np, ec[len - 1]);
+    }
+  }
+  if (p.dinitial_state) {
+    S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
+    for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(out + pp * d.N, &w.dH[pp * d.Np], d.N * sizeof(S));
+  }
+  static_cast<S*>(p.dA_log_part)[b * d.H + h] = dA_acc * A;  // dA/dA_log = A
+  if (p.dD_part) static_cast<S*>(p.dD_part)[b * d.H + h] = dD_acc;
+}
+
+template <typename S>
+void backward_impl(const SsdBwdParams& p) {
+  const Dims d(p);
+  const Ops<S> ops;
+  std::vector<S> CB, Bt;
+  group_products<S>(p, d, ops, CB, &Bt);
+  // Tasks: (batch, group, slice of the group's heads). dB and dC sum over the
+  // heads of a group, so a task owns its rows; when there are fewer (batch,
+  // group) pairs than threads, the heads are split and each slice sums into its
+  // own buffer, added up at the end.
+  const int64_t threads = at::get_num_threads();
+  const int64_t pairs = d.Bn * d.G;
+  const int64_t splits = std::min<int64_t>(d.hpg, std::max<int64_t>(1, (2 * threads + pairs - 1) / pairs));
+  const int64_t rows = d.Bn * d.L * d.G * d.N;
+  std::vector<S> extra((splits - 1) * 2 * rows, S(0));
+  S* dB = static_cast<S*>(p.dB);
+  S* dC = static_cast<S*>(p.dC);
+  at::parallel_for(0, pairs * splits, 1, [&](int64_t begin, int64_t end) {
+    BwdWork<S> w(d);
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
+      S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
+      S* dCt = sp == 0 ? dC : extra.data() + (sp - 1) * 2 * rows + rows;
+      if (sp == 0) {
+        for (int64_t l = 0; l < d.L; ++l) {
+          std::fill_n(dBt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
+          std::fill_n(dCt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
+        }
+      }
+      const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
+      for (int64_t h = h0; h < h1; ++h) backward_head<S>(p, d, ops, CB.data(), Bt.data(), b, h, dBt, dCt, w);
+    }
+  });
+  if (splits > 1) {
+    at::parallel_for(0, rows, 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t sp = 1; sp < splits; ++sp) {
+        const S* eb = extra.data() + (sp - 1) * 2 * rows;
+        const S* ecc = eb + rows;
+        for (int64_t i = begin; i < end; ++i) {
+          dB[i] += eb[i];
+          dC[i] += ecc[i];
+        }
+      }
+    });
+  }
+}
+
+// ------------------------------------------------------------- decode step
+
+template <typename S>
+void step_impl(const SsdStepParams& p) {
+  const int64_t H = p.nheads, P = p.headdim, N = p.dstate, hpg = p.nheads / p.ngroups;
+  at::parallel_for(0, p.batch * H, grain(p.batch * H), [&](int64_t begin, int64_t end) {
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / H, h = task % H, g = h / hpg;
+      const S* x = static_cast<const S*>(p.x) + task * P;
+      S* y = static_cast<S*>(p.y) + task * P;
+      if (p.mask && !p.mask[b]) {
+        std::fill(y, y + P, S(0));
+        continue;
+      }
+      S dte = static_cast<const S*>(p.dt)[task] + (p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0));
+      if (p.dt_softplus && dte <= S(20)) dte = std::log1p(std::exp(dte));
+      const S decay = std::exp(-std::exp(static_cast<const S*>(p.A_log)[h]) * dte);
+      const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
+      const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
+      const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
+      S* st = static_cast<S*>(p.state) + task * P * N;
+      for (int64_t pp = 0; pp < P; ++pp) {
+        S* row = st + pp * N;
+        const S u = dte * x[pp];
+        S acc = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          row[n] = decay * row[n] + u * Bv[n];
+          acc += row[n] * Cv[n];
+        }
+        S v = acc + Dh * x[pp];
+        if (p.z) {
+          const S zv = static_cast<const S*>(p.z)[task * P + pp];
+          v *= zv / (S(1) + std::exp(-zv));
+        }
+        y[pp] = v;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void ssd_forward(const SsdParams& p) {
+  if (p.dtype == detail::DType::kFloat64) forward_impl<double>(p);
+  else forward_impl<float>(p);
+}
+
+void ssd_backward(const SsdBwdParams& p) {
+  if (p.dtype == detail::DType::kFloat64) backward_impl<double>(p);
+  else backward_impl<float>(p);
+}
+
+void ssd_step(const SsdStepParams& p) {
+  if (p.dtype == detail::DType::kFloat64) step_impl<double>(p);
+  else step_impl<float>(p);
+}
+
+}  // namespace mambamt::kernels::cpu

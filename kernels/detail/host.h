@@ -1,0 +1,62 @@
+#pragma once
+// Host-side helpers shared by the ops' LibTorch glue: dtype mapping, tensor
+// preparation, device dispatch.
+#include <torch/torch.h>
+
+#include "kernels/detail/params.h"
+
+namespace mambamt::kernels::detail {
+
+inline DType to_dtype(torch::ScalarType s) {
+  switch (s) {
+    case torch::kFloat: return DType::kFloat32;
+    case torch::kDouble: return DType::kFloat64;
+    case torch::kBFloat16: return DType::kBFloat16;
+    case torch::kHalf: return DType::kFloat16;
+    default: TORCH_CHECK(false, "mambamt kernels: unsupported dtype ", s);
+  }
+}
+
+// An activation as the kernel reads it: on CPU converted to the accumulation
+// type (the CPU kernels compute in float or double), the last dimension
+// contiguous. Undefined stays undefined.
+inline torch::Tensor act(const torch::Tensor& t, torch::ScalarType acc) {
+  if (!t.defined()) return t;
+  torch::Tensor r = t.is_cpu() ? t.to(acc) : t;
+  return r.stride(-1) == 1 ? r : r.contiguous();
+}
+
+// A parameter or state in the accumulation type, contiguous.
+inline torch::Tensor accum(const torch::Tensor& t, torch::ScalarType acc) {
+  return t.defined() ? t.to(acc).contiguous() : t;
+}
+
+// A mask as contiguous uint8 (nonzero = real position).
+inline torch::Tensor mask_u8(const torch::Tensor& m) {
+  return m.defined() ? (m != 0).to(torch::kByte).contiguous() : m;
+}
+
+template <typename T = void>
+inline T* ptr(const torch::Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+// Runs the CPU or the CUDA implementation by the tensors' device.
+template <typename Cpu, typename Cuda>
+void dispatch(const char* op, const torch::Tensor& like, Cpu&& on_cpu, Cuda&& on_cuda) {
+  if (like.is_cpu()) {
+    on_cpu();
+  } else if (like.is_cuda()) {
+#ifdef MAMBAMT_WITH_CUDA
+    on_cuda();
+#else
+    (void)on_cuda;
+    TORCH_CHECK(false, op, ": the inputs are on ", like.device(),
+                " but this build of mambamt has no CUDA (LibTorch without CUDA)");
+#endif
+  } else {
+    TORCH_CHECK(false, op, ": unsupported device ", like.device());
+  }
+}
+
+}  // namespace mambamt::kernels::detail
