@@ -164,19 +164,39 @@ std::vector<std::string> verbatim_entity_candidates(std::string_view source,
                                                     std::string_view reference) {
   const std::u32string ref = decode_utf8(reference);
   const std::u32string src = decode_utf8(source);
-  // Words of the reference with their positions; runs of capitalised words are
-  // joined when only whitespace separates them.
   std::vector<std::string> out;
   std::set<std::string> seen;
-  std::u32string run;
-  std::size_t i = 0;
+  // A run of capitalised reference words (separated only by whitespace) yields
+  // its longest sub-runs that occur verbatim in the source, left to right, so a
+  // capitalised sentence-initial word ("Yesterday Angela Merkel") or title
+  // ("President Barack Obama") does not hide the name.
+  std::vector<std::u32string> run;
+  auto join = [&](std::size_t from, std::size_t to) {
+    std::u32string s = run[from];
+    for (std::size_t k = from + 1; k < to; ++k) s += U' ' + run[k];
+    return s;
+  };
   auto flush = [&] {
-    if (!run.empty() && count_u32(src, run) > 0) {
-      std::string e = encode_utf8(run);
+    std::size_t i = 0;
+    while (i < run.size()) {
+      std::size_t found = 0;
+      for (std::size_t j = run.size(); j > i; --j) {
+        if (count_u32(src, join(i, j)) > 0) {
+          found = j;
+          break;
+        }
+      }
+      if (found == 0) {
+        ++i;
+        continue;
+      }
+      std::string e = encode_utf8(join(i, found));
       if (seen.insert(e).second) out.push_back(std::move(e));
+      i = found;
     }
     run.clear();
   };
+  std::size_t i = 0;
   while (i < ref.size()) {
     if (is_space(ref[i])) {
       ++i;
@@ -190,12 +210,8 @@ std::vector<std::string> verbatim_entity_candidates(std::string_view source,
     std::size_t end = i;
     while (end < ref.size() && is_word_char(ref[end])) ++end;
     std::u32string word = ref.substr(i, end - i);
-    if (is_capitalised(word)) {
-      if (!run.empty()) run.push_back(U' ');
-      run += word;
-    } else {
-      flush();
-    }
+    if (is_capitalised(word)) run.push_back(std::move(word));
+    else flush();
     i = end;
   }
   flush();

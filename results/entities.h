@@ -88,8 +88,9 @@ EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
                                  const std::unordered_map<std::string, std::int64_t>& training_frequency,
                                  const EntityBucketEdges& edges = {});
 
-// A fallback when no NER is available: maximal runs of capitalised words of the
-// reference (joined by single spaces) that also appear verbatim in the source.
+// A fallback when no NER is available: the longest runs of capitalised reference
+// words (joined by single spaces) that also appear verbatim in the source, in
+// reference order, each once.
 std::vector<std::string> verbatim_entity_candidates(std::string_view source,
                                                     std::string_view reference);
 
