@@ -200,3 +200,32 @@ TEST_CASE("sacreBLEU README and chrF++ values") {
     CHECK(tokenize(input, Tokenizer::kIntl) == c.at("intl").as_string());
   }
 }
+
+TEST_CASE("random corpora agree with a Python transcription of sacreBLEU") {
+  // differential_cases.json: tokenizers, lowercase, smoothing, effective order,
+  // chrF/chrF++ options and 1-3 references drawn at random
+  // (tests/results/data/gen_differential_cases.py).
+  JsonValue doc = read_json_file(data_path("differential_cases.json"));
+  int n = 0;
+  for (const auto& c : doc.at("cases").as_array()) {
+    const auto hyps = strings(c.at("hyps"));
+    const auto refs = streams(c.at("refs"));
+    const JsonValue& bo = c.at("bleu_opts");
+    BleuOptions b;
+    b.tokenize = parse_tokenizer(bo.at("tok").as_string());
+    b.lowercase = bo.at("lc").as_bool();
+    b.smooth_method = parse_smoothing(bo.at("smooth").as_string());
+    b.effective_order = bo.at("eff").as_bool();
+    const JsonValue& co = c.at("chrf_opts");
+    ChrfOptions o;
+    o.lowercase = co.at("lc").as_bool();
+    o.whitespace = co.at("ws").as_bool();
+    o.eps_smoothing = co.at("eps").as_bool();
+    o.word_order = static_cast<int>(co.at("wo").as_int());
+    INFO("case " << n << " tok " << bo.at("tok").as_string());
+    CHECK(corpus_bleu(hyps, refs, b).score == Approx(c.at("bleu").as_number()).margin(1e-9));
+    CHECK(corpus_chrf(hyps, refs, o).score == Approx(c.at("chrf").as_number()).margin(1e-9));
+    ++n;
+  }
+  CHECK(n == 150);
+}
