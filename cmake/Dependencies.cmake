@@ -38,9 +38,11 @@ if(MAMBAMT_PROTOBUF_LIBRARY AND "${TORCH_INSTALL_PREFIX}" MATCHES "^/usr")
   target_link_libraries(mambamt_deps INTERFACE
     "-Wl,--no-as-needed" ${MAMBAMT_PROTOBUF_LIBRARY})
 endif()
+# sentencepiece is not linked here: data/ builds it into a shim library that it
+# loads with dlopen (data/CMakeLists.txt, data/detail/spm_api.h), because its
+# bundled protobuf-lite and LibTorch's libprotobuf cannot share one program.
 target_link_libraries(mambamt_deps INTERFACE
-  ${TORCH_LIBRARIES} MPI::MPI_CXX spdlog::spdlog Threads::Threads
-  PkgConfig::SENTENCEPIECE)
+  ${TORCH_LIBRARIES} MPI::MPI_CXX spdlog::spdlog Threads::Threads)
 if(tomlplusplus_FOUND)
   target_link_libraries(mambamt_deps INTERFACE tomlplusplus::tomlplusplus)
 else()
