@@ -1,0 +1,227 @@
+// Documents -> examples: sentence windows, CAT-N statistics, validation
+// passages and the length-extrapolation set.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <numeric>
+
+#include "data/detail/rng.h"
+#include "data/examples.h"
+#include "data_fixtures.h"
+
+using namespace mambamt::data;
+using namespace mambamt::data::testing;
+
+namespace {
+
+constexpr int32_t kSep = 4;
+
+// Sentence j of document d has src ids {100*d + j, ...} of the given length.
+TokenizedCorpus corpus_with(const std::vector<std::vector<int>>& lengths) {
+  TokenizedCorpus c;
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    TokenizedDocument doc;
+    for (size_t j = 0; j < lengths[d].size(); ++j) {
+      TokenizedSentence s;
+      s.src.assign(static_cast<size_t>(lengths[d][j]), static_cast<int32_t>(1000 * d + 10 * j + 7));
+      s.tgt.assign(static_cast<size_t>(lengths[d][j] + 1), static_cast<int32_t>(1000 * d + 10 * j + 8));
+      doc.sentences.push_back(s);
+    }
+    c.documents.push_back(doc);
+  }
+  return c;
+}
+
+TokenizedCorpus random_corpus(int docs, uint64_t seed) {
+  mambamt::data::detail::Rng rng(seed);
+  std::vector<std::vector<int>> lengths;
+  for (int d = 0; d < docs; ++d) {
+    std::vector<int> doc;
+    const int n = static_cast<int>(rng.between(3, 8));
+    for (int j = 0; j < n; ++j) doc.push_back(static_cast<int>(rng.between(4, 20)));
+    lengths.push_back(doc);
+  }
+  return corpus_with(lengths);
+}
+
+}  // namespace
+
+TEST_CASE("single-sentence examples keep their provenance; too long ones are dropped") {
+  const TokenizedCorpus c = corpus_with({{3, 4, 50, 2}, {5}});
+  ExampleStats st;
+  ExampleOptions o;
+  o.max_tokens = 10;
+  const auto ex = make_examples(c, o, kSep, &st);
+  CHECK(st.dropped_sentences == 1);
+  REQUIRE(ex.size() == 4);
+  CHECK(ex[2].spans[0].doc == 0);
+  CHECK(ex[2].spans[0].first == 3);
+  CHECK(ex[3].spans[0].doc == 1);
+  CHECK(ex[0].src == c.documents[0].sentences[0].src);
+  CHECK(ex[0].src_len() == 4);
+  CHECK(ex[0].tgt_len() == 5);
+  for (const auto& e : ex) CHECK(e.sentences() == 1);
+}
+
+TEST_CASE("document windows join consecutive sentences with the separator up to the budget") {
+  const TokenizedCorpus c = corpus_with({{3, 3, 3, 3, 3}, {2, 2}});
+  ExampleOptions o;
+  o.context_sentences = 3;
+  o.max_tokens = 100;
+  auto ex = make_examples(c, o, kSep);
+  REQUIRE(ex.size() == 3);
+  CHECK(ex[0].sentences() == 3);
+  CHECK(ex[1].sentences() == 2);
+  CHECK(ex[1].spans[0].first == 3);
+  CHECK(ex[2].sentences() == 2);
+  // 3 + sep + 3 + sep + 3
+  REQUIRE(ex[0].src.size() == 11);
+  CHECK(ex[0].src[3] == kSep);
+  CHECK(ex[0].src[7] == kSep);
+  CHECK(ex[0].tgt[4] == kSep);
+
+  // A budget of 10 fits two sentences (src 3 + sep + 3 + eos = 8, bos + 4 + sep + 4 = 10), not three.
+  o.max_tokens = 10;
+  ex = make_examples(c, o, kSep);
+  for (const auto& e : ex) {
+    CHECK(e.src_len() <= 10);
+    CHECK(e.tgt_len() <= 10);
+  }
+  CHECK(ex[0].sentences() == 2);
+
+  // Sliding windows: one starting at every sentence until a window reaches the end.
+  o.max_tokens = 100;
+  o.stride = 1;
+  ex = make_examples(c, o, kSep);
+  REQUIRE(ex.size() == 4);  // doc 0: starts 0, 1, 2 (reaches the end); doc 1: start 0
+  CHECK(ex[1].spans[0].first == 1);
+  CHECK(ex[2].spans[0].first == 2);
+  CHECK(ex[2].sentences() == 3);
+}
+
+TEST_CASE("CAT-N: half the samples become concatenations of N samples") {
+  const TokenizedCorpus c = random_corpus(3000, 5);
+  const auto base = make_examples(c, ExampleOptions{}, kSep);
+  REQUIRE(base.size() > 10000);
+  double base_len = 0;
+  for (const auto& e : base) base_len += static_cast<double>(e.src.size());
+  base_len /= static_cast<double>(base.size());
+
+  for (int64_t n : {5, 10}) {
+    CatNOptions o;
+    o.n = n;
+    o.max_tokens = 100000;
+    CatNStats st;
+    const auto ex = apply_cat_n(base, o, kSep, 7, 0, &st);
+    REQUIRE(ex.size() == base.size());
+    const double frac = static_cast<double>(st.concatenated) / static_cast<double>(ex.size());
+    INFO("N = " << n << ", concatenated fraction " << frac);
+    CHECK(frac > 0.48);
+    CHECK(frac < 0.52);
+    CHECK(st.truncated == 0);
+    // Length distribution: singles are the base examples; concatenations hold
+    // exactly N samples, N - 1 separators, and on average N times the length.
+    std::map<int64_t, int64_t> by_sentences;
+    double cat_len = 0;
+    for (size_t i = 0; i < ex.size(); ++i) {
+      ++by_sentences[ex[i].sentences()];
+      if (ex[i].sentences() == 1) {
+        CHECK(ex[i].src == base[i].src);
+        continue;
+      }
+      // The replaced sample leads its concatenation.
+      CHECK(std::equal(base[i].src.begin(), base[i].src.end(), ex[i].src.begin()));
+      CHECK(std::count(ex[i].src.begin(), ex[i].src.end(), kSep) == n - 1);
+      CHECK(std::count(ex[i].tgt.begin(), ex[i].tgt.end(), kSep) == n - 1);
+      cat_len += static_cast<double>(ex[i].src.size() - static_cast<size_t>(n - 1));
+    }
+    CHECK(by_sentences.size() == 2);
+    CHECK(by_sentences[n] == st.concatenated);
+    cat_len /= static_cast<double>(st.concatenated);
+    CHECK(cat_len == Approx(static_cast<double>(n) * base_len).epsilon(0.03));
+
+    // A pure function of (seed, epoch); redrawn every epoch.
+    const auto again = apply_cat_n(base, o, kSep, 7, 0);
+    const auto next = apply_cat_n(base, o, kSep, 7, 1);
+    bool same = true, differs = false;
+    for (size_t i = 0; i < ex.size(); ++i) {
+      same = same && ex[i].src == again[i].src;
+      differs = differs || ex[i].src != next[i].src;
+    }
+    CHECK(same);
+    CHECK(differs);
+  }
+
+  // N = 1 is off.
+  CatNOptions off;
+  const auto ex = apply_cat_n(base, off, kSep, 7, 0);
+  for (size_t i = 0; i < ex.size(); ++i) REQUIRE(ex[i].src == base[i].src);
+
+  // The budget cuts concatenations short, never over it.
+  CatNOptions tight;
+  tight.n = 10;
+  tight.max_tokens = 40;
+  CatNStats st;
+  for (const auto& e : apply_cat_n(base, tight, kSep, 7, 0, &st)) {
+    CHECK(e.src_len() <= 40);
+    CHECK(e.tgt_len() <= 40);
+  }
+  CHECK(st.truncated > 0);
+}
+
+TEST_CASE("validation passages of 1-10 sentences cover each document in order") {
+  const TokenizedCorpus c = random_corpus(400, 9);
+  const auto passages = validation_passages(c, 10, kSep, 3);
+  std::map<int64_t, int64_t> lengths;
+  std::vector<int32_t> next(c.documents.size(), 0);
+  for (const auto& p : passages) {
+    REQUIRE(p.spans.size() == 1);
+    const Span& s = p.spans[0];
+    CHECK(s.first == next[static_cast<size_t>(s.doc)]);
+    next[static_cast<size_t>(s.doc)] += s.count;
+    CHECK(s.count >= 1);
+    CHECK(s.count <= 10);
+    ++lengths[s.count];
+    CHECK(std::count(p.src.begin(), p.src.end(), kSep) == s.count - 1);
+  }
+  for (size_t d = 0; d < c.documents.size(); ++d) CHECK(next[d] == static_cast<int32_t>(c.documents[d].sentences.size()));
+  CHECK(lengths.size() >= 8);  // documents have 3-8 sentences, so 9 and 10 are rare
+  CHECK(validation_passages(c, 10, kSep, 3).size() == passages.size());
+}
+
+TEST_CASE("length-extrapolation passages are 2x and 4x the longest training example") {
+  const TokenizedCorpus train = random_corpus(200, 1);
+  const TokenizedCorpus test = random_corpus(100, 2);
+  const auto examples = make_examples(train, ExampleOptions{}, kSep);
+  const int64_t longest = longest_source(examples);
+  REQUIRE(longest == 21);
+  for (int64_t factor : {2, 4}) {
+    const auto passages = extrapolation_passages(test, factor * longest, kSep);
+    REQUIRE(passages.size() > 10);
+    int32_t doc = 0, sent = 0;  // passages are consecutive and disjoint
+    for (const auto& p : passages) {
+      CHECK(p.src_len() >= factor * longest);
+      for (const auto& s : p.spans) {
+        if (s.doc != doc) {
+          CHECK(s.doc == doc + 1);
+          CHECK(sent == static_cast<int32_t>(test.documents[static_cast<size_t>(doc)].sentences.size()));
+          doc = s.doc;
+          sent = 0;
+        }
+        CHECK(s.first == sent);
+        sent += s.count;
+      }
+    }
+  }
+  CHECK(extrapolation_passages(test, 2 * longest, kSep, 5).size() == 5);
+}
+
+TEST_CASE("example text comes back from the corpus") {
+  Corpus c;
+  c.documents.push_back({"a", {{"s1", "t1", 1}, {"s2", "t2", 2}}});
+  c.documents.push_back({"b", {{"s3", "t3", 1}}});
+  Example e;
+  e.spans = {{0, 0, 2}, {1, 0, 1}};
+  CHECK(source_text(c, e) == "s1 s2 s3");
+  CHECK(target_text(c, e, " | ") == "t1 | t2 | t3");
+}
