@@ -361,9 +361,17 @@ std::string render_line_plot(const LinePlot& plot) {
       throw InputError("line plot: series '" + s.name + "' has " + std::to_string(s.x.size()) +
                        " x values and " + std::to_string(s.y.size()) + " y values");
     }
+    if (!s.errors.empty() && s.errors.size() != s.y.size()) {
+      throw InputError("line plot: series '" + s.name + "' has " + std::to_string(s.errors.size()) +
+                       " error values and " + std::to_string(s.y.size()) + " y values");
+    }
     for (std::size_t k = 0; k < s.y.size(); ++k) {
       xs.push_back(x_of(s, k));
       ys.push_back(s.y[k]);
+      if (!s.errors.empty() && std::isfinite(s.errors[k])) {
+        ys.push_back(s.y[k] - s.errors[k]);
+        ys.push_back(s.y[k] + s.errors[k]);
+      }
     }
   }
   for (const auto& v : plot.vertical_lines) xs.push_back(v.first);
@@ -424,7 +432,40 @@ std::string render_line_plot(const LinePlot& plot) {
     const auto& s = plot.series[i];
     const std::string color = svg::series_color(i);
     w.open("g", "class=\"series\" " + attr("data-name", escape(s.name)) + " " + attr("data-index", std::to_string(i)));
+    std::vector<std::size_t> whiskers;  // isolated points with an error, drawn unclipped below
     w.open("g", "clip-path=\"url(#plot-clip)\"");
+    if (!s.errors.empty()) {
+      // The error band: one closed polygon per run of points with a value and an error.
+      std::vector<std::size_t> run_idx;
+      auto flush_band = [&] {
+        if (run_idx.size() >= 2) {
+          std::string d;
+          for (std::size_t k = 0; k < run_idx.size(); ++k) {
+            const std::size_t p = run_idx[k];
+            d += (k ? " L" : "M") + num(x.map(x_of(s, p))) + " " + num(y.map(s.y[p] + s.errors[p]));
+          }
+          for (std::size_t k = run_idx.size(); k-- > 0;) {
+            const std::size_t p = run_idx[k];
+            const double lo = s.y[p] - s.errors[p];
+            d += " L" + num(x.map(x_of(s, p))) + " " + num(usable(lo, y.log) ? y.map(lo) : f.bottom);
+          }
+          w.element("path", "class=\"error-band\" " + attr("d", d + " Z") + " " + attr("fill", color) +
+                                " fill-opacity=\"0.18\" stroke=\"none\"");
+        } else if (run_idx.size() == 1) {  // an isolated point gets a whisker instead
+          whiskers.push_back(run_idx[0]);
+        }
+        run_idx.clear();
+      };
+      for (std::size_t k = 0; k < s.y.size(); ++k) {
+        if (usable(x_of(s, k), x.log) && usable(s.y[k], y.log) && std::isfinite(s.errors[k]) &&
+            usable(s.y[k] + s.errors[k], y.log)) {
+          run_idx.push_back(k);
+        } else {
+          flush_band();
+        }
+      }
+      flush_band();
+    }
     // The line breaks at every missing value: one path per run of points.
     std::string d;
     int run = 0;
@@ -449,6 +490,18 @@ std::string render_line_plot(const LinePlot& plot) {
     auto inside = [&](double px, double py) {
       return px >= f.left - 0.5 && px <= f.right + 0.5 && py >= f.top - 0.5 && py <= f.bottom + 0.5;
     };
+    for (std::size_t p : whiskers) {
+      const double px = x.map(x_of(s, p)), lo = s.y[p] - s.errors[p];
+      if (!inside(px, y.map(s.y[p]))) continue;
+      const double p_lo = std::clamp(usable(lo, y.log) ? y.map(lo) : f.bottom, f.top, f.bottom);
+      const double p_hi = std::clamp(y.map(s.y[p] + s.errors[p]), f.top, f.bottom);
+      w.element("path", "class=\"error-bar\" " +
+                            attr("d", "M" + num(px) + " " + num(p_lo) + " L" + num(px) + " " + num(p_hi) +
+                                          " M" + num(px - 4) + " " + num(p_lo) + " L" + num(px + 4) + " " +
+                                          num(p_lo) + " M" + num(px - 4) + " " + num(p_hi) + " L" + num(px + 4) +
+                                          " " + num(p_hi)) +
+                            " " + attr("stroke", color) + " stroke-width=\"1.2\" fill=\"none\"");
+    }
     for (std::size_t k = 0; k < s.y.size(); ++k) {
       const double xv = x_of(s, k);
       if (!usable(xv, x.log) || !inside(x.map(xv), f.bottom)) continue;
@@ -775,12 +828,18 @@ std::string render_heatmap(const Heatmap& hm) {
       vmax = std::max(vmax, v);
     }
   }
+  if (hm.diverging && vmin <= vmax) {
+    const double m = std::max(std::fabs(vmin), std::fabs(vmax));
+    vmin = -m;
+    vmax = m;
+  }
   if (hm.min) vmin = *hm.min;
   if (hm.max) vmax = *hm.max;
   if (!(vmin <= vmax)) vmin = 0, vmax = 1;  // nothing finite
   if (hm.min && hm.max && !(*hm.min < *hm.max)) throw InputError("heatmap: min must be below max");
   const bool flat = vmin == vmax;
 
+  auto colour = [&](double t) { return hm.diverging ? svg::diverging(t) : svg::viridis(t); };
   const double fs = L.font_size;
   const double cell = hm.cell_size > 0
                           ? hm.cell_size
@@ -814,12 +873,14 @@ std::string render_heatmap(const Heatmap& hm) {
   const double bottom_labels = 8 + xlw + 8 + (hm.x_axis_label.empty() ? 0 : fs * 1.3 + 4) + 8;
   double height = std::max(top + grid_h + bottom_labels, top + bar_h + missing_h + 16);
   if (!L.title.empty()) width = std::max(width, svg::text_width(L.title, fs * 1.15) + 24);
+  width = std::ceil(width);  // whole pixels, so renderers agree on the image size
+  height = std::ceil(height);
 
   svg::Writer w(width, height, L.font_family, fs);
   w.element("rect", "class=\"background\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"");
   std::string defs = "<defs><linearGradient id=\"colorbar-gradient\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
   for (int k = 0; k <= 10; ++k) {
-    defs += "<stop offset=\"" + num(k / 10.0) + "\" stop-color=\"" + svg::viridis(k / 10.0) + "\"/>";
+    defs += "<stop offset=\"" + num(k / 10.0) + "\" stop-color=\"" + colour(k / 10.0) + "\"/>";
   }
   defs += "</linearGradient>";
   defs += "<pattern id=\"missing-hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
@@ -838,7 +899,7 @@ std::string render_heatmap(const Heatmap& hm) {
       const double cx = left + cell * static_cast<double>(c), cy = top + cell * static_cast<double>(r);
       const bool ok = std::isfinite(v);
       const double t = flat ? 0.5 : (v - vmin) / (vmax - vmin);
-      const std::string fill = ok ? svg::viridis(t) : "url(#missing-hatch)";
+      const std::string fill = ok ? colour(t) : "url(#missing-hatch)";
       w.open("rect", std::string("class=\"cell") + (ok ? "" : " missing") + "\" " + attr("x", num(cx)) + " " +
                          attr("y", num(cy)) + " " + attr("width", num(cell)) + " " + attr("height", num(cell)) +
                          " " + attr("fill", fill));

@@ -40,6 +40,9 @@ struct LineSeries {
   std::vector<double> x;
   std::vector<double> y;  // NaN = no value at this x
   bool dashed = false;
+  // Optional half-widths (e.g. std over seeds), drawn as a shaded band y +- error;
+  // empty or one per point.
+  std::vector<double> errors = {};
 };
 
 struct LinePlot {
@@ -92,7 +95,7 @@ std::vector<std::size_t> pareto_front(const std::vector<std::pair<double, double
 struct BarSeries {
   std::string name;
   std::vector<double> values;  // one per category; NaN = missing
-  std::vector<double> errors;  // optional half-widths of error bars (empty or one per value)
+  std::vector<double> errors = {};  // optional half-widths of error bars (empty or one per value)
 };
 
 struct BarChart {
@@ -118,6 +121,9 @@ struct Heatmap {
   std::optional<double> max;
   double cell_size = 0;       // pixels; 0 picks one from the matrix size
   bool show_values = false;   // print values inside cells large enough
+  // Blue-white-red scale symmetric around 0 (signed values such as occlusion
+  // effects) instead of viridis; min/max then default to -m and m.
+  bool diverging = false;
 };
 
 // Each returns a complete SVG document. Inconsistent input (series with x and y

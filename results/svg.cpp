@@ -154,6 +154,23 @@ std::string viridis(double t) {
   return buf;
 }
 
+std::string diverging(double t) {
+  // Blue (#2166ac) through white to red (#b2182b), as in ColorBrewer's RdBu.
+  static const double kStops[5][3] = {
+      {33, 102, 172}, {146, 197, 222}, {247, 247, 247}, {244, 165, 130}, {178, 24, 43}};
+  if (!std::isfinite(t)) t = 0.5;
+  t = std::clamp(t, 0.0, 1.0) * 4;
+  const int k = std::min(static_cast<int>(t), 3);
+  const double f = t - k;
+  char buf[8];
+  int rgb[3];
+  for (int c = 0; c < 3; ++c) {
+    rgb[c] = static_cast<int>(std::lround(kStops[k][c] + f * (kStops[k + 1][c] - kStops[k][c])));
+  }
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+  return buf;
+}
+
 double luminance(std::string_view hex) {
   if (hex.size() != 7 || hex[0] != '#') return 0;
   auto channel = [&](int k) {

@@ -34,6 +34,9 @@ std::string tick_label(double value, double step);
 const char* series_color(std::size_t index);
 // Viridis colour for t in [0, 1] as "#rrggbb".
 std::string viridis(double t);
+// Diverging blue-white-red colour for t in [0, 1] (0.5 is white), for signed
+// values such as occlusion effects.
+std::string diverging(double t);
 // Relative luminance of a "#rrggbb" colour (0 black .. 1 white).
 double luminance(std::string_view hex_color);
 

@@ -136,6 +136,24 @@ TEST_CASE("line plot: series, legend, gaps for missing values, PNG") {
   }
 }
 
+TEST_CASE("line plot with error bands (mean +- std over seeds)") {
+  LinePlot plot;
+  plot.layout.title = "BLEU by attention ratio";
+  plot.x_axis.label = "attention layers per 8";
+  plot.y_axis.label = "BLEU";
+  plot.series = {{"hybrid", {0, 1, 2, 4, 8}, {28.0, 32.5, 33.1, kNaN, 33.6}, false, {0.8, 0.5, 0.4, 0.3, 0.2}},
+                 {"transformer", {0, 8}, {33.4, 33.4}, true, {}}};
+  const std::string s = render_line_plot(plot);
+  // The band breaks at the missing value; the point after it is alone and gets a whisker.
+  CHECK(count_of(s, "class=\"error-band\"") == 1);
+  CHECK(count_of(s, "class=\"error-bar\"") == 1);
+  CHECK(count_of(s, "class=\"missing\"") == 1);
+  render_and_check("line_plot_bands", s, 720, 450);
+  LinePlot bad = plot;
+  bad.series[0].errors.pop_back();
+  CHECK_THROWS_AS(render_line_plot(bad), mambamt::InputError);
+}
+
 TEST_CASE("line plot with a log axis skips non-positive values") {
   LinePlot plot;
   plot.layout.title = "Validation loss";
@@ -245,6 +263,25 @@ TEST_CASE("heatmap of an alignment map with UTF-8 tokens") {
   Heatmap ragged = hm;
   ragged.values[3].pop_back();
   CHECK_THROWS_AS(render_heatmap(ragged), mambamt::InputError);
+}
+
+TEST_CASE("a diverging heatmap for signed occlusion effects") {
+  Heatmap hm;
+  hm.layout.title = "Occlusion: change in log-probability";
+  hm.x_labels = {"▁Sie", "▁sagte", ",", "▁dass", "▁er", "▁kommt"};
+  hm.y_labels = {"▁She", "▁said", "▁he", "▁comes"};
+  hm.values = {{-2.0, 0.1, 0.0, 0.0, 0.2, 0.0},
+               {0.1, -1.5, 0.0, 0.1, 0.0, 0.0},
+               {0.0, 0.0, 0.0, 0.1, -3.0, 0.5},
+               {0.0, 0.0, 0.0, 0.0, 0.3, -1.0}};
+  hm.diverging = true;
+  hm.colorbar_label = "effect";
+  const std::string s = render_heatmap(hm);
+  CHECK(s.find(svg::diverging(0.5)) != std::string::npos);  // 0 is white
+  CHECK(s.find(svg::diverging(0.0)) != std::string::npos);  // -3 is the darkest blue
+  CHECK(svg::diverging(0.5) == "#f7f7f7");
+  auto img = render_and_check("heatmap_diverging", s, svg_dimension(s, "width"), svg_dimension(s, "height"));
+  if (img) CHECK(img->count_color(svg::diverging(0.0), 12) > 100);
 }
 
 TEST_CASE("a larger heatmap sizes its cells down") {
