@@ -216,11 +216,10 @@ double title_height(const PlotLayout& layout) {
   return layout.title.empty() ? 14 : 20 + layout.font_size * 1.15 + 8;
 }
 
-// Background, grid, axes, tick labels and axis titles of an x/y chart. The x
-// tick labels may be rotated (bar charts with long category names).
-void draw_axes(svg::Writer& w, const Frame& f, const Axis& x, const Axis& y, const std::string& x_label,
-               const std::string& y_label, double font_size, bool x_grid, double x_label_angle,
-               double y_label_x) {
+// Background, grid, axes, tick labels and the y axis title of an x/y chart (the
+// caller places the x title below its tick labels, which may be rotated).
+void draw_axes(svg::Writer& w, const Frame& f, const Axis& x, const Axis& y, const std::string& y_label,
+               double font_size, bool x_grid, double x_label_angle, double y_label_x) {
   const double tick_font = font_size * 0.85;
   w.element("rect", attr("x", num(f.left)) + " " + attr("y", num(f.top)) + " " +
                         attr("width", num(f.right - f.left)) + " " + attr("height", num(f.bottom - f.top)) +
@@ -276,7 +275,6 @@ void draw_axes(svg::Writer& w, const Frame& f, const Axis& x, const Axis& y, con
            "class=\"axis-label y\" text-anchor=\"middle\" " +
                attr("transform", "rotate(-90 " + num(y_label_x) + " " + num(cy) + ")"));
   }
-  (void)x_label;  // drawn by the caller, which knows the tick label height
 }
 
 // Left margin for y tick labels and the y axis title; returns it and sets the
@@ -408,7 +406,7 @@ std::string render_line_plot(const LinePlot& plot) {
   w.element("rect", "class=\"background\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"");
   w.raw(clip_defs(f));
   draw_title(w, L, L.width);
-  draw_axes(w, f, x, y, plot.x_axis.label, plot.y_axis.label, fs, !categorical, 0, y_label_x);
+  draw_axes(w, f, x, y, plot.y_axis.label, fs, !categorical, 0, y_label_x);
   if (!plot.x_axis.label.empty()) {
     w.text((f.left + f.right) / 2, L.height - 10, plot.x_axis.label, "class=\"axis-label x\" text-anchor=\"middle\"");
   }
@@ -583,7 +581,7 @@ std::string render_scatter_plot(const ScatterPlot& plot) {
   w.element("rect", "class=\"background\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"");
   w.raw(clip_defs(f));
   draw_title(w, L, L.width);
-  draw_axes(w, f, x, y, plot.x_axis.label, plot.y_axis.label, fs, true, 0, y_label_x);
+  draw_axes(w, f, x, y, plot.y_axis.label, fs, true, 0, y_label_x);
   const double x_title_y = L.height - 10 - (missing ? fs + 6 : 0);
   if (!plot.x_axis.label.empty()) {
     w.text((f.left + f.right) / 2, x_title_y, plot.x_axis.label, "class=\"axis-label x\" text-anchor=\"middle\"");
@@ -714,7 +712,7 @@ std::string render_bar_chart(const BarChart& chart) {
   double widest = 0;
   for (const auto& c : chart.categories) widest = std::max(widest, svg::text_width(c, fs * 0.85));
   const double angle = widest > band * 0.95 ? -35 : 0;
-  const double tick_height = angle != 0 ? widest * std::sin(35 * M_PI / 180) + fs : fs * 0.85;
+  const double tick_height = angle != 0 ? widest * 0.5736 /* sin 35 degrees */ + fs : fs * 0.85;
   f.bottom = L.height - (12 + tick_height + 10 + (chart.x_label.empty() ? 0 : fs * 1.3 + 4));
   if (f.right - f.left < 40 || f.bottom - f.top < 40) throw InputError("bar chart: too small for its labels");
   x.p0 = f.left, x.p1 = f.right;
@@ -724,7 +722,7 @@ std::string render_bar_chart(const BarChart& chart) {
   w.element("rect", "class=\"background\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"");
   w.raw(clip_defs(f));
   draw_title(w, L, L.width);
-  draw_axes(w, f, x, y, chart.x_label, chart.y_axis.label, fs, false, angle, y_label_x);
+  draw_axes(w, f, x, y, chart.y_axis.label, fs, false, angle, y_label_x);
   if (!chart.x_label.empty()) {
     w.text((f.left + f.right) / 2, L.height - 10, chart.x_label, "class=\"axis-label x\" text-anchor=\"middle\"");
   }
@@ -887,10 +885,7 @@ std::string render_heatmap(const Heatmap& hm) {
           "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#eeeeee\"/>"
           "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b0b0b0\" stroke-width=\"2.5\"/></pattern></defs>";
   w.raw(defs);
-  {
-    PlotLayout title_layout = L;
-    draw_title(w, title_layout, width);
-  }
+  draw_title(w, L, width);
 
   w.open("g", "class=\"cells\" shape-rendering=\"crispEdges\" " + attr("data-rows", std::to_string(rows)) + " " + attr("data-columns", std::to_string(cols)));
   for (std::size_t r = 0; r < rows; ++r) {

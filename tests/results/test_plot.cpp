@@ -86,6 +86,15 @@ TEST_CASE("nice ticks, log ticks and tick labels") {
   CHECK(svg::tick_label(2e7, 1e7) == "2e+07");
 }
 
+TEST_CASE("the well-formedness check used on every plot catches broken XML") {
+  CHECK(xml_problem("<svg a=\"1\"><g><text>a &amp; b</text></g></svg>") == "");
+  CHECK(xml_problem("<svg><g></svg>") != "");
+  CHECK(xml_problem("<svg a=1/>") != "");
+  CHECK(xml_problem("<svg><text>a & b</text></svg>") != "");
+  CHECK(xml_problem("<svg><text>&foo;</text></svg>") != "");
+  CHECK(xml_problem("<svg><g>") != "");
+}
+
 TEST_CASE("svg escaping of tokens and user text") {
   CHECK(svg::escape("a<b>&\"c\"'d'") == "a&lt;b&gt;&amp;&quot;c&quot;&#39;d&#39;");
   CHECK(svg::escape("▁Haus Straße 日本") == "▁Haus Straße 日本");
