@@ -958,6 +958,19 @@ ExperimentConfig GridConfig::point(const std::vector<std::pair<std::string, std:
 
 std::vector<std::string> experiment_keys() { return all_experiment_keys(); }
 
+std::string config_value_text(const ExperimentConfig& config, const std::string& key) {
+  size_t dot = key.rfind('.');
+  if (dot != std::string::npos) {
+    std::string path = key.substr(0, dot), name = key.substr(dot + 1);
+    auto& self = const_cast<ExperimentConfig&>(config);
+    for (auto [sec, target] : bind(self)) {
+      if (sec->path != path) continue;
+      if (const FieldDef* f = sec->find(name)) return f->format(f->member(target));
+    }
+  }
+  throw Error("unknown config key " + key);
+}
+
 std::string config_reference_markdown() {
   std::ostringstream out;
   out << "# Configuration reference\n\n"

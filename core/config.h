@@ -126,6 +126,10 @@ GridConfig parse_grid(const std::string& text, const std::string& source);
 // Does this file look like a grid (has [sweep] or [grid])?
 bool is_grid_text(const std::string& text);
 
+// The value of a dotted key ("model.d_state") as canonical TOML text ("64").
+// Throws Error for an unknown key.
+std::string config_value_text(const ExperimentConfig& config, const std::string& key);
+
 // Every dotted key an experiment accepts ("model.d_state", "data.synthetic.seed", ...).
 std::vector<std::string> experiment_keys();
 

@@ -132,5 +132,7 @@
   X(heartbeat_timeout, double, 300.0, range(1.0, 864000.0), "A worker silent this long is declared lost and its experiment interrupted.") \
   X(checkpoint_signal, std::string, "USR2", one_of({"USR1", "USR2", "TERM", "INT", "HUP"}), "Signal that makes every worker checkpoint and exit (NCCL can swallow USR1).") \
   X(max_requeues, int64_t, 5, range(0, 1000), "Cap on Slurm requeues of the sweep job.") \
-  X(order, std::string, "cost", one_of({"cost", "grid"}), "Dispatch order: cost (most expensive first) or grid order.")
+  X(order, std::string, "cost", one_of({"cost", "grid"}), "Dispatch order: cost (most expensive first) or grid order.") \
+  X(design, std::string, "cartesian", one_of({"cartesian", "one_factor"}), \
+    "How [grid] axes combine: cartesian (every combination) or one_factor (each axis varied alone, the others at the base's value: the ablation-table design).")
 // clang-format on
