@@ -36,6 +36,28 @@ using detail::SsdParams;
 using detail::SsdStepParams;
 
 constexpr int64_t T = 16;  // positions per block
+
+// The per-block work functions are inlined into float entry points compiled
+// once per instruction set (target attributes) and picked at run time together
+// with the micro-kernels (cpu/simd.h), so their element-wise loops and
+// reductions vectorise with AVX-512 or AVX2 while the binary still runs on any
+// x86-64. The double path (tests) runs the baseline build.
+#define MAMBAMT_INLINE inline __attribute__((always_inline))
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MAMBAMT_ISA_VARIANTS 1
+#define MAMBAMT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define MAMBAMT_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+// Which instruction-set variant of the float entry points to run: the one
+// matching the micro-kernel set in use.
+inline int isa_level() {
+  static const int level = [] {
+    const char* n = float_kernels().name;
+    return n[0] == 'a' && n[3] == '5' ? 2 : n[0] == 'a' ? 1 : 0;  // "avx512", "avx2", "generic"
+  }();
+  return level;
+}
 constexpr int64_t kChunksPerCkpt = detail::kSsdCheckpointLen / T;
 static_assert(detail::kSsdCheckpointLen % T == 0, "checkpoints must fall on block starts");
 
@@ -98,24 +120,50 @@ struct Decay {
   S cs[T];          // inclusive cumulative sum of dte * A (held constant past len)
 };
 
+// softplus(dt + bias) and its derivative for every (b, l, h), once per call:
+// the scalar log1p/exp would otherwise be paid again for every block pass.
 template <typename S>
-void compute_decay(const SsdParams& p, int64_t b, int64_t h, int64_t t0, S A, Decay<S>& d) {
-  const S* dt = static_cast<const S*>(p.dt);
-  const S bias = p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0);
+struct EffectiveDt {
+  std::vector<S> dte, grad;  // (B,L,H)
+  EffectiveDt(const SsdParams& p) : dte(p.batch * p.seqlen * p.nheads), grad(dte.size()) {
+    const S* dt = static_cast<const S*>(p.dt);
+    const S* bias = static_cast<const S*>(p.dt_bias);
+    const int64_t H = p.nheads, L = p.seqlen;
+    at::parallel_for(0, p.batch * L, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t bl = begin; bl < end; ++bl) {
+        const bool real = !p.mask || p.mask[bl];
+        for (int64_t h = 0; h < H; ++h) {
+          S e = 0, g = 0;
+          if (real) {
+            const S v = dt[bl * H + h] + (bias ? bias[h] : S(0));
+            if (!p.dt_softplus || v > S(20)) {
+              e = v;
+              g = 1;
+            } else {
+              const S ev = std::exp(v);
+              e = std::log1p(ev);
+              g = ev / (S(1) + ev);
+            }
+          }
+          dte[bl * H + h] = e;
+          grad[bl * H + h] = g;
+        }
+      }
+    });
+  }
+};
+
+template <typename S>
+MAMBAMT_INLINE void compute_decay(const SsdParams& p, const EffectiveDt<S>& edt, int64_t b,
+                                  int64_t h, int64_t t0, S A, Decay<S>& d) {
   d.len = std::min(T, p.seqlen - t0);
   S run = 0;
   for (int64_t t = 0; t < T; ++t) {
     S e = 0, g = 0;
-    const int64_t l = t0 + t;
-    if (t < d.len && (!p.mask || p.mask[b * p.seqlen + l])) {
-      const S v = dt[(b * p.seqlen + l) * p.nheads + h] + bias;
-      if (!p.dt_softplus || v > S(20)) {
-        e = v;
-        g = 1;
-      } else {
-        e = std::log1p(std::exp(v));
-        g = S(1) / (S(1) + std::exp(-v));
-      }
+    if (t < d.len) {
+      const int64_t i = (b * p.seqlen + t0 + t) * p.nheads + h;
+      e = edt.dte[i];
+      g = edt.grad[i];
     }
     d.dte[t] = e;
     d.grad[t] = g;
@@ -133,7 +181,7 @@ struct BlockExp {
   const S* E() const { return buf; }
   const S* ec() const { return buf + T * T; }
   const S* eb() const { return buf + T * T + T; }
-  void compute(const Ops<S>& ops, const Decay<S>& d) {
+  MAMBAMT_INLINE void compute(const Ops<S>& ops, const Decay<S>& d) {
     const S last = d.cs[d.len - 1];
     for (int64_t t = 0; t < T; ++t)
       for (int64_t s = 0; s < T; ++s) buf[t * T + s] = s <= t ? d.cs[t] - d.cs[s] : S(0);
@@ -172,101 +220,189 @@ void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::v
   });
 }
 
+// Rows of one head are 4 KB apart or more in (B,L,H,P) tensors, a new page each,
+// where the hardware prefetchers stop; so the next block's rows are requested
+// by hand while the current block computes (on every row's cache lines).
+template <typename S>
+inline void prefetch_rows(const S* row0, int64_t row_stride, int64_t rows, int64_t row_len, bool write) {
+  if (!row0) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* p = reinterpret_cast<const char*>(row0 + r * row_stride);
+    for (int64_t off = 0; off < row_len * int64_t(sizeof(S)); off += 64) {
+      if (write) __builtin_prefetch(p + off, 1, 3);
+      else __builtin_prefetch(p + off, 0, 3);
+    }
+  }
+}
+
 inline int64_t grain(int64_t tasks) { return std::max<int64_t>(1, tasks / (8 * at::get_num_threads())); }
 
 // ----------------------------------------------------------------- forward
+//
+// A task is one batch row and a block of heads, walked block by block with
+// the heads innermost: the block's rows of x and y are then read and written
+// in long runs, and B and C rows serve all its heads while in cache.
+
+template <typename S>
+struct FwdWork {
+  std::vector<S> XH, LC, Yb, Bs, tmp;  // XH: per head [X rows (T) ; state rows (N)] x Pp
+  FwdWork(const Dims& d, int64_t heads)
+      : XH(heads * (T + d.N) * d.Pp), LC(T * (T + d.N)), Yb(T * d.Pp), Bs(T * d.N), tmp(2 * d.Pp) {}
+};
+
+template <typename S>
+MAMBAMT_INLINE void forward_block(const SsdParams& p, const Dims& d, const Ops<S>& ops, const S* CB,
+                                  const EffectiveDt<S>& edt, int64_t b, int64_t h0, int64_t h1,
+                                  FwdWork<S>& w) {
+  const Inputs<S> in{p};
+  const S* A_log = static_cast<const S*>(p.A_log);
+  const int64_t K1 = T + d.N;  // columns of [L | C']
+  const int64_t head_buf = (T + d.N) * d.Pp;
+  Decay<S> dec;
+  BlockExp<S> ex;
+  std::fill(w.XH.begin(), w.XH.end(), S(0));
+  for (int64_t h = h0; h < h1; ++h) {
+    S* Hs = w.XH.data() + (h - h0) * head_buf + T * d.Pp;  // state (N, Pp) below the X rows
+    if (p.initial_state) {
+      const S* s0 = static_cast<const S*>(p.initial_state) + (b * d.H + h) * d.P * d.N;
+      for (int64_t pp = 0; pp < d.P; ++pp)
+        for (int64_t n = 0; n < d.N; ++n) Hs[n * d.Pp + pp] = s0[pp * d.N + n];
+    }
+  }
+  for (int64_t c = 0; c < d.nc; ++c) {
+    const int64_t t0 = c * T;
+    if (t0 + T < d.L) {
+      const int64_t n1 = std::min(T, d.L - t0 - T);
+      for (int64_t h = h0; h < h1; ++h) {
+        prefetch_rows(in.x(b, t0 + T, h), p.x_ls, n1, d.P, false);
+        if (p.z) prefetch_rows(in.z(b, t0 + T, h), p.z_ls, n1, d.P, false);
+      }
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t g = h / d.hpg;
+      const S A = -std::exp(A_log[h]);
+      const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
+      S* XH = w.XH.data() + (h - h0) * head_buf;
+      S* Hs = XH + T * d.Pp;
+      if (p.checkpoints && t0 % detail::kSsdCheckpointLen == 0) {
+        S* ck = static_cast<S*>(p.checkpoints) +
+                ((b * d.H + h) * d.nck + t0 / detail::kSsdCheckpointLen) * d.P * d.N;
+        for (int64_t pp = 0; pp < d.P; ++pp)
+          for (int64_t n = 0; n < d.N; ++n) ck[pp * d.N + n] = Hs[n * d.Pp + pp];
+      }
+      compute_decay<S>(p, edt, b, h, t0, A, dec);
+      const int64_t len = dec.len;
+      ex.compute(ops, dec);
+      for (int64_t t = 0; t < T; ++t) {
+        S* row = XH + t * d.Pp;
+        if (t < len) std::memcpy(row, in.x(b, t0 + t, h), d.P * sizeof(S));
+        else std::fill(row, row + d.P, S(0));
+      }
+      // [L | diag(e^cs) C]
+      const S* cb = CB + ((b * d.G + g) * d.nc + c) * T * T;
+      for (int64_t t = 0; t < len; ++t) {
+        S* row = w.LC.data() + t * K1;
+        for (int64_t s = 0; s < T; ++s) row[s] = cb[t * T + s] * ex.E()[t * T + s] * dec.dte[s];
+        const S* crow = in.C(b, t0 + t, g);
+        const S f = ex.ec()[t];
+        for (int64_t n = 0; n < d.N; ++n) row[T + n] = f * crow[n];
+      }
+      ops.gemm(len, K1, d.Pp, w.LC.data(), K1, 1, XH, d.Pp, w.Yb.data(), d.Pp, S(0));
+      // Epilogue: + D x, padding, gate.
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t l = t0 + t;
+        S* yrow = static_cast<S*>(p.y) + ((b * d.L + l) * d.H + h) * d.P;
+        S* ypre = p.y_pregate ? static_cast<S*>(p.y_pregate) + ((b * d.L + l) * d.H + h) * d.P : nullptr;
+        if (!in.real(b, l)) {
+          std::fill(yrow, yrow + d.P, S(0));
+          if (ypre) std::fill(ypre, ypre + d.P, S(0));
+          continue;
+        }
+        const S* xrow = XH + t * d.Pp;
+        const S* yb = w.Yb.data() + t * d.Pp;
+        if (!p.z) {
+          for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = yb[pp] + Dh * xrow[pp];
+          continue;
+        }
+        const S* zrow = in.z(b, l, h);
+        S* v = w.tmp.data();
+        S* ez = w.tmp.data() + d.Pp;
+        for (int64_t pp = 0; pp < d.P; ++pp) {
+          v[pp] = yb[pp] + Dh * xrow[pp];
+          ez[pp] = -zrow[pp];
+        }
+        if (ypre) std::memcpy(ypre, v, d.P * sizeof(S));
+        ops.exp(ez, ez, d.P);
+        for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = v[pp] * zrow[pp] / (S(1) + ez[pp]);
+      }
+      // State update: S = e^cs_last S + (eb * dt * B)^T X.
+      for (int64_t s = 0; s < len; ++s) {
+        const S f = ex.eb()[s] * dec.dte[s];
+        const S* brow = in.B(b, t0 + s, g);
+        for (int64_t n = 0; n < d.N; ++n) w.Bs[s * d.N + n] = f * brow[n];
+      }
+      ops.gemm(d.N, len, d.Pp, w.Bs.data(), 1, d.N, XH, d.Pp, Hs, d.Pp, ex.ec()[len - 1]);
+    }
+  }
+  if (p.final_state) {
+    for (int64_t h = h0; h < h1; ++h) {
+      const S* Hs = w.XH.data() + (h - h0) * head_buf + T * d.Pp;
+      S* fs = static_cast<S*>(p.final_state) + (b * d.H + h) * d.P * d.N;
+      for (int64_t pp = 0; pp < d.P; ++pp)
+        for (int64_t n = 0; n < d.N; ++n) fs[pp * d.N + n] = Hs[n * d.Pp + pp];
+    }
+  }
+}
+
+#define MAMBAMT_FWD_ARGS                                                                       \
+  const SsdParams &p, const Dims &d, const Ops<float> &ops, const float *CB,                   \
+      const EffectiveDt<float> &edt, int64_t b, int64_t h0, int64_t h1, FwdWork<float> &w
+void forward_block_base(MAMBAMT_FWD_ARGS) { forward_block<float>(p, d, ops, CB, edt, b, h0, h1, w); }
+#ifdef MAMBAMT_ISA_VARIANTS
+MAMBAMT_TARGET_AVX512 void forward_block_avx512(MAMBAMT_FWD_ARGS) {
+  forward_block<float>(p, d, ops, CB, edt, b, h0, h1, w);
+}
+MAMBAMT_TARGET_AVX2 void forward_block_avx2(MAMBAMT_FWD_ARGS) {
+  forward_block<float>(p, d, ops, CB, edt, b, h0, h1, w);
+}
+#endif
+
+void forward_block_any(MAMBAMT_FWD_ARGS) {
+#ifdef MAMBAMT_ISA_VARIANTS
+  if (isa_level() == 2) return forward_block_avx512(p, d, ops, CB, edt, b, h0, h1, w);
+  if (isa_level() == 1) return forward_block_avx2(p, d, ops, CB, edt, b, h0, h1, w);
+#endif
+  forward_block_base(p, d, ops, CB, edt, b, h0, h1, w);
+}
+
+void forward_block_any(const SsdParams& p, const Dims& d, const Ops<double>& ops, const double* CB,
+                       const EffectiveDt<double>& edt, int64_t b, int64_t h0, int64_t h1,
+                       FwdWork<double>& w) {
+  forward_block<double>(p, d, ops, CB, edt, b, h0, h1, w);
+}
+
+// Heads per task: whole blocks of up to 8 heads, small enough for the
+// states to stay in L2, while leaving at least 4 tasks per thread.
+inline int64_t heads_per_task(const Dims& d) {
+  const int64_t threads = at::get_num_threads();
+  int64_t hb = std::min<int64_t>(8, d.H);
+  while (hb > 1 && d.Bn * ((d.H + hb - 1) / hb) < 4 * threads) hb /= 2;
+  return hb;
+}
 
 template <typename S>
 void forward_impl(const SsdParams& p) {
   const Dims d(p);
   const Ops<S> ops;
-  const Inputs<S> in{p};
   std::vector<S> CB;
   group_products<S>(p, d, ops, CB, nullptr);
-  const S* A_log = static_cast<const S*>(p.A_log);
-  const int64_t K1 = T + d.N;  // columns of [L | C']
-
-  at::parallel_for(0, d.Bn * d.H, grain(d.Bn * d.H), [&](int64_t begin, int64_t end) {
-    std::vector<S> XH((T + d.N) * d.Pp), LC(T * K1), Yb(T * d.Pp), Bs(T * d.N), tmp(2 * d.Pp);
-    Decay<S> dec;
-    BlockExp<S> ex;
+  const EffectiveDt<S> edt(p);
+  const int64_t hb = heads_per_task(d), nblk = (d.H + hb - 1) / hb;
+  at::parallel_for(0, d.Bn * nblk, 1, [&](int64_t begin, int64_t end) {
+    FwdWork<S> w(d, hb);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / d.H, h = task % d.H, g = h / d.hpg;
-      const S A = -std::exp(A_log[h]);
-      const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
-      S* Hs = XH.data() + T * d.Pp;  // state (N, Pp) right below the block's X rows
-      std::fill(XH.begin(), XH.end(), S(0));
-      if (p.initial_state) {
-        const S* s0 = static_cast<const S*>(p.initial_state) + (b * d.H + h) * d.P * d.N;
-        for (int64_t pp = 0; pp < d.P; ++pp)
-          for (int64_t n = 0; n < d.N; ++n) Hs[n * d.Pp + pp] = s0[pp * d.N + n];
-      }
-      for (int64_t c = 0; c < d.nc; ++c) {
-        const int64_t t0 = c * T;
-        if (p.checkpoints && t0 % detail::kSsdCheckpointLen == 0) {
-          S* ck = static_cast<S*>(p.checkpoints) +
-                  ((b * d.H + h) * d.nck + t0 / detail::kSsdCheckpointLen) * d.P * d.N;
-          for (int64_t pp = 0; pp < d.P; ++pp)
-            for (int64_t n = 0; n < d.N; ++n) ck[pp * d.N + n] = Hs[n * d.Pp + pp];
-        }
-        compute_decay<S>(p, b, h, t0, A, dec);
-        const int64_t len = dec.len;
-        ex.compute(ops, dec);
-        for (int64_t t = 0; t < T; ++t) {
-          S* row = XH.data() + t * d.Pp;
-          if (t < len) std::memcpy(row, in.x(b, t0 + t, h), d.P * sizeof(S));
-          else std::fill(row, row + d.P, S(0));
-        }
-        // [L | diag(e^cs) C]
-        const S* cb = CB.data() + ((b * d.G + g) * d.nc + c) * T * T;
-        for (int64_t t = 0; t < len; ++t) {
-          S* row = LC.data() + t * K1;
-          for (int64_t s = 0; s < T; ++s) row[s] = cb[t * T + s] * ex.E()[t * T + s] * dec.dte[s];
-          const S* crow = in.C(b, t0 + t, g);
-          const S f = ex.ec()[t];
-          for (int64_t n = 0; n < d.N; ++n) row[T + n] = f * crow[n];
-        }
-        ops.gemm(len, K1, d.Pp, LC.data(), K1, 1, XH.data(), d.Pp, Yb.data(), d.Pp, S(0));
-        // Epilogue: + D x, padding, gate.
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t l = t0 + t;
-          S* yrow = static_cast<S*>(p.y) + ((b * d.L + l) * d.H + h) * d.P;
-          S* ypre = p.y_pregate ? static_cast<S*>(p.y_pregate) + ((b * d.L + l) * d.H + h) * d.P : nullptr;
-          if (!in.real(b, l)) {
-            std::fill(yrow, yrow + d.P, S(0));
-            if (ypre) std::fill(ypre, ypre + d.P, S(0));
-            continue;
-          }
-          const S* xrow = XH.data() + t * d.Pp;
-          const S* yb = Yb.data() + t * d.Pp;
-          if (!p.z) {
-            for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = yb[pp] + Dh * xrow[pp];
-            continue;
-          }
-          const S* zrow = in.z(b, l, h);
-          S* v = tmp.data();
-          S* ez = tmp.data() + d.Pp;
-          for (int64_t pp = 0; pp < d.P; ++pp) {
-            v[pp] = yb[pp] + Dh * xrow[pp];
-            ez[pp] = -zrow[pp];
-          }
-          if (ypre) std::memcpy(ypre, v, d.P * sizeof(S));
-          ops.exp(ez, ez, d.P);
-          for (int64_t pp = 0; pp < d.P; ++pp) yrow[pp] = v[pp] * zrow[pp] / (S(1) + ez[pp]);
-        }
-        // State update: S = e^cs_last S + (eb * dt * B)^T X.
-        for (int64_t s = 0; s < len; ++s) {
-          const S f = ex.eb()[s] * dec.dte[s];
-          const S* brow = in.B(b, t0 + s, g);
-          for (int64_t n = 0; n < d.N; ++n) Bs[s * d.N + n] = f * brow[n];
-        }
-        ops.gemm(d.N, len, d.Pp, Bs.data(), 1, d.N, XH.data(), d.Pp, Hs, d.Pp, ex.ec()[len - 1]);
-      }
-      if (p.final_state) {
-        S* fs = static_cast<S*>(p.final_state) + (b * d.H + h) * d.P * d.N;
-        for (int64_t pp = 0; pp < d.P; ++pp)
-          for (int64_t n = 0; n < d.N; ++n) fs[pp * d.N + n] = Hs[n * d.Pp + pp];
-      }
+      const int64_t b = task / nblk, h0 = (task % nblk) * hb, h1 = std::min(d.H, h0 + hb);
+      forward_block_any(p, d, ops, CB.data(), edt, b, h0, h1, w);
     }
   });
 }
@@ -287,41 +423,31 @@ void forward_impl(const SsdParams& p) {
 
 template <typename S>
 struct BwdWork {
-  std::vector<S> Hs, XP, dH, dY, U, UT, dUT, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
+  std::vector<S> Hs, XP, dY, U, UT, dUT, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
       tmp;
   std::vector<Decay<S>> dec;
-  BwdWork(const Dims& d)
-      : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp), dH(d.P * d.Np),
+  explicit BwdWork(const Dims& d)
+      : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp),
         dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dUT(d.Pp * T), Q1(T * d.Np), Q2(T * d.Np),
         Sm(T * T), Mcb(T * T), MS(T * T), Bs(T * d.Np), Cs(T * d.Np), Bpack(T * d.Np),
         Cpack(T * d.Np), BcT(d.Np * T), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
 };
 
+// One checkpoint segment of one head: recompute its block-start states, then
+// run its blocks in reverse. dH (P, Np) carries the state gradient from the
+// segment's end to its start; dA_acc, dD_acc collect the head's sums.
 template <typename S>
-void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, const S* CBall,
-                   const S* Btall, int64_t b, int64_t h, S* dBout, S* dCout, BwdWork<S>& w) {
+MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops,
+                                     const S* CBall, const S* Btall, const EffectiveDt<S>& edt,
+                                     int64_t b, int64_t h, int64_t seg, S* dH, S* dA_acc,
+                                     S* dD_acc, S* dBout, S* dCout, BwdWork<S>& w) {
   const Inputs<S> in{p};
   const int64_t g = h / d.hpg;
   const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
   const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
   const int64_t PNp = d.P * d.Np;
-  S dA_acc = 0, dD_acc = 0;
-
-  std::fill(w.dH.begin(), w.dH.end(), S(0));
-  if (p.dfinal_state) {
-    const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
-    for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(&w.dH[pp * d.Np], src + pp * d.N, d.N * sizeof(S));
-  }
-  std::fill(w.Bs.begin(), w.Bs.end(), S(0));
-  std::fill(w.Cs.begin(), w.Cs.end(), S(0));
-  std::fill(w.Bpack.begin(), w.Bpack.end(), S(0));
-  std::fill(w.Cpack.begin(), w.Cpack.end(), S(0));
-  std::fill(w.dY.begin(), w.dY.end(), S(0));
-  std::fill(w.U.begin(), w.U.end(), S(0));
   BlockExp<S> ex;
-
-  const int64_t nseg = (d.nc + kChunksPerCkpt - 1) / kChunksPerCkpt;
-  for (int64_t seg = nseg - 1; seg >= 0; --seg) {
+  {
     const int64_t c0 = seg * kChunksPerCkpt, nj = std::min(kChunksPerCkpt, d.nc - c0);
     // Recompute the states at every block start of the segment, and one past its end.
     {
@@ -332,8 +458,9 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
     for (int64_t j = 0; j < nj; ++j) {
       const int64_t t0 = (c0 + j) * T;
       Decay<S>& dec = w.dec[j];
-      compute_decay<S>(p, b, h, t0, A, dec);
+      compute_decay<S>(p, edt, b, h, t0, A, dec);
       const int64_t len = dec.len;
+      if (j + 1 < nj) prefetch_rows(in.x(b, t0 + T, h), p.x_ls, std::min(T, d.L - t0 - T), d.P, false);
       S* X = w.XP.data() + j * T * d.Pp;
       for (int64_t t = 0; t < T; ++t) {
         S* row = X + t * d.Pp;
@@ -362,6 +489,16 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
       const S* X = w.XP.data() + j * T * d.Pp;
       const S* H0 = w.Hs.data() + j * PNp;
       const S* H1 = H0 + PNp;
+      if (t0 > 0) {  // the previous block's rows, needed next
+        const int64_t off = ((b * d.L + t0 - T) * d.H + h) * d.P, rs = d.H * d.P;
+        prefetch_rows(static_cast<const S*>(p.dout) + off, rs, T, d.P, false);
+        prefetch_rows(static_cast<S*>(p.dx) + off, rs, T, d.P, true);
+        if (p.z) {
+          prefetch_rows(in.z(b, t0 - T, h), p.z_ls, T, d.P, false);
+          prefetch_rows(static_cast<const S*>(p.y_pregate) + off, rs, T, d.P, false);
+          if (p.dz) prefetch_rows(static_cast<S*>(p.dz) + off, rs, T, d.P, true);
+        }
+      }
       ex.compute(ops, dec);
       const S* E = ex.E();
       const S* ec = ex.ec();
@@ -396,7 +533,7 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
         const S* xr = X + t * d.Pp;
         S acc = 0;
         for (int64_t pp = 0; pp < d.P; ++pp) acc += dy[pp] * xr[pp];
-        dD_acc += acc;
+        *dD_acc += acc;
       }
       for (int64_t t = len; t < T; ++t) std::fill(&w.dY[t * d.Pp], &w.dY[t * d.Pp] + d.P, S(0));
       for (int64_t t = 0; t < T; ++t) {
@@ -410,7 +547,7 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
       // Contractions over P.
       ops.gemm(len, d.P, d.Np, w.dY.data(), d.Pp, 1, H0, d.Np, w.Q1.data(), d.Np, S(0));
       ops.gemm(len, d.P, T, w.dY.data(), d.Pp, 1, w.UT.data(), T, w.Sm.data(), T, S(0));
-      ops.gemm(len, d.P, d.Np, w.U.data(), d.Pp, 1, w.dH.data(), d.Np, w.Q2.data(), d.Np, S(0));
+      ops.gemm(len, d.P, d.Np, w.U.data(), d.Pp, 1, dH, d.Np, w.Q2.data(), d.Np, S(0));
 
       const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
       const S* bt = Btall + ((b * d.G + g) * d.nc + c) * d.Np * T;
@@ -424,7 +561,7 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
         for (int64_t s = 0; s < T; ++s) w.BcT[n * T + s] = s < len ? eb[s] * bt[n * T + s] : S(0);
 
       // du^T (Pp, T) = dH1 B' + dY^T (M o CB).
-      ops.gemm(d.P, d.N, T, w.dH.data(), d.Np, 1, w.BcT.data(), T, w.dUT.data(), T, S(0));
+      ops.gemm(d.P, d.N, T, dH, d.Np, 1, w.BcT.data(), T, w.dUT.data(), T, S(0));
       ops.gemm(d.P, len, T, w.dY.data(), 1, d.Pp, w.Mcb.data(), T, w.dUT.data(), T, S(1));
 
       // Gradient of the cumulative log-decay.
@@ -446,7 +583,7 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
       }
       {
         S dot = 0;
-        for (int64_t i = 0; i < PNp; ++i) dot += w.dH[i] * H1[i];
+        for (int64_t i = 0; i < PNp; ++i) dot += dH[i] * H1[i];
         dcs[len - 1] += dot;
       }
       // dx, ddt, dA.
@@ -464,7 +601,7 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
           xdu += xr[pp] * du;
         }
         static_cast<S*>(p.ddt)[(b * d.L + l) * d.H + h] = (xdu + dl * A) * dec.grad[s];
-        dA_acc += dl * dec.dte[s];
+        *dA_acc += dl * dec.dte[s];
       }
       // dC and dB of the block (accumulated over the group's heads).
       for (int64_t t = 0; t < len; ++t) {
@@ -490,15 +627,39 @@ void backward_head(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops, cons
         const S* crow = in.C(b, t0 + t, g);
         for (int64_t n = 0; n < d.N; ++n) w.Cs[t * d.Np + n] = ec[t] * crow[n];
       }
-      ops.gemm(d.P, len, d.Np, w.dY.data(), 1, d.Pp, w.Cs.data(), d.Np, w.dH.data(), d.Np, ec[len - 1]);
+      ops.gemm(d.P, len, d.Np, w.dY.data(), 1, d.Pp, w.Cs.data(), d.Np, dH, d.Np, ec[len - 1]);
     }
   }
-  if (p.dinitial_state) {
-    S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
-    for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(out + pp * d.N, &w.dH[pp * d.Np], d.N * sizeof(S));
-  }
-  static_cast<S*>(p.dA_log_part)[b * d.H + h] = dA_acc * A;  // dA/dA_log = A
-  if (p.dD_part) static_cast<S*>(p.dD_part)[b * d.H + h] = dD_acc;
+}
+
+#define MAMBAMT_BWD_ARGS                                                                      \
+  const SsdBwdParams &p, const Dims &d, const Ops<float> &ops, const float *CB, const float *Bt, \
+      const EffectiveDt<float> &edt, int64_t b, int64_t h, int64_t seg, float *dH,              \
+      float *dA_acc, float *dD_acc, float *dB, float *dC, BwdWork<float> &w
+#define MAMBAMT_BWD_CALL p, d, ops, CB, Bt, edt, b, h, seg, dH, dA_acc, dD_acc, dB, dC, w
+void backward_segment_base(MAMBAMT_BWD_ARGS) { backward_segment<float>(MAMBAMT_BWD_CALL); }
+#ifdef MAMBAMT_ISA_VARIANTS
+MAMBAMT_TARGET_AVX512 void backward_segment_avx512(MAMBAMT_BWD_ARGS) {
+  backward_segment<float>(MAMBAMT_BWD_CALL);
+}
+MAMBAMT_TARGET_AVX2 void backward_segment_avx2(MAMBAMT_BWD_ARGS) {
+  backward_segment<float>(MAMBAMT_BWD_CALL);
+}
+#endif
+
+void backward_segment_any(MAMBAMT_BWD_ARGS) {
+#ifdef MAMBAMT_ISA_VARIANTS
+  if (isa_level() == 2) return backward_segment_avx512(MAMBAMT_BWD_CALL);
+  if (isa_level() == 1) return backward_segment_avx2(MAMBAMT_BWD_CALL);
+#endif
+  backward_segment_base(MAMBAMT_BWD_CALL);
+}
+
+void backward_segment_any(const SsdBwdParams& p, const Dims& d, const Ops<double>& ops,
+                          const double* CB, const double* Bt, const EffectiveDt<double>& edt,
+                          int64_t b, int64_t h, int64_t seg, double* dH, double* dA_acc,
+                          double* dD_acc, double* dB, double* dC, BwdWork<double>& w) {
+  backward_segment<double>(MAMBAMT_BWD_CALL);
 }
 
 template <typename S>
@@ -507,6 +668,7 @@ void backward_impl(const SsdBwdParams& p) {
   const Ops<S> ops;
   std::vector<S> CB, Bt;
   group_products<S>(p, d, ops, CB, &Bt);
+  const EffectiveDt<S> edt(p);
   // Tasks: (batch, group, slice of the group's heads). dB and dC sum over the
   // heads of a group, so a task owns its rows; when there are fewer (batch,
   // group) pairs than threads, the heads are split and each slice sums into its
@@ -515,11 +677,13 @@ void backward_impl(const SsdBwdParams& p) {
   const int64_t pairs = d.Bn * d.G;
   const int64_t splits = std::min<int64_t>(d.hpg, std::max<int64_t>(1, (2 * threads + pairs - 1) / pairs));
   const int64_t rows = d.Bn * d.L * d.G * d.N;
+  const int64_t nseg = (d.nc + kChunksPerCkpt - 1) / kChunksPerCkpt;
   std::vector<S> extra((splits - 1) * 2 * rows, S(0));
   S* dB = static_cast<S*>(p.dB);
   S* dC = static_cast<S*>(p.dC);
   at::parallel_for(0, pairs * splits, 1, [&](int64_t begin, int64_t end) {
     BwdWork<S> w(d);
+    std::vector<S> dHs((d.hpg / splits + 1) * d.P * d.Np), acc(2 * (d.hpg / splits + 1));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
       S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
@@ -530,8 +694,33 @@ void backward_impl(const SsdBwdParams& p) {
           std::fill_n(dCt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
         }
       }
+      // Segment by segment with the heads inside, so that B, C and the dB, dC
+      // rows of a segment stay in cache for all the heads.
       const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
-      for (int64_t h = h0; h < h1; ++h) backward_head<S>(p, d, ops, CB.data(), Bt.data(), b, h, dBt, dCt, w);
+      const int64_t nh = h1 - h0, PNp = d.P * d.Np;
+      std::fill(dHs.begin(), dHs.begin() + nh * PNp, S(0));
+      std::fill(acc.begin(), acc.end(), S(0));
+      for (int64_t h = h0; h < h1; ++h) {
+        if (!p.dfinal_state) break;
+        const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
+        for (int64_t pp = 0; pp < d.P; ++pp)
+          std::memcpy(&dHs[(h - h0) * PNp + pp * d.Np], src + pp * d.N, d.N * sizeof(S));
+      }
+      for (int64_t seg = nseg - 1; seg >= 0; --seg)
+        for (int64_t h = h0; h < h1; ++h)
+          backward_segment_any(p, d, ops, CB.data(), Bt.data(), edt, b, h, seg,
+                               dHs.data() + (h - h0) * PNp, &acc[2 * (h - h0)],
+                               &acc[2 * (h - h0) + 1], dBt, dCt, w);
+      for (int64_t h = h0; h < h1; ++h) {
+        const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
+        static_cast<S*>(p.dA_log_part)[b * d.H + h] = acc[2 * (h - h0)] * A;  // dA/dA_log = A
+        if (p.dD_part) static_cast<S*>(p.dD_part)[b * d.H + h] = acc[2 * (h - h0) + 1];
+        if (p.dinitial_state) {
+          S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
+          for (int64_t pp = 0; pp < d.P; ++pp)
+            std::memcpy(out + pp * d.N, &dHs[(h - h0) * PNp + pp * d.Np], d.N * sizeof(S));
+        }
+      }
     }
   });
   if (splits > 1) {
