@@ -37,6 +37,8 @@ bool parse_tag(std::string_view t, std::string& name, bool& closing) {
   closing = t[i] == '/';
   if (closing) ++i;
   const size_t b = i;
+  // A tag name starts with a letter: a text line such as "<3 ..." is text.
+  if (i >= t.size() || !std::isalpha(static_cast<unsigned char>(t[i]))) return false;
   while (i < t.size() && (std::isalnum(static_cast<unsigned char>(t[i])) || t[i] == '_' || t[i] == '-')) ++i;
   if (i == b || i >= t.size() || !(t[i] == '>' || t[i] == ' ' || t[i] == '\t' || t[i] == '/')) return false;
   name.assign(t.substr(b, i - b));

@@ -64,7 +64,7 @@ TEST_CASE("batches respect the token budget, cover every example once, and pad l
   }
 }
 
-TEST_CASE("batch planning is seeded; evaluation order is fixed") {
+TEST_CASE("batch planning is seeded, and evaluation order is fixed") {
   const auto ex = random_examples(2000, 2);
   BatchingOptions o;
   o.max_tokens = 1024;

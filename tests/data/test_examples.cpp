@@ -46,7 +46,7 @@ TokenizedCorpus random_corpus(int docs, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("single-sentence examples keep their provenance; too long ones are dropped") {
+TEST_CASE("single-sentence examples keep their provenance, and too long ones are dropped") {
   const TokenizedCorpus c = corpus_with({{3, 4, 50, 2}, {5}});
   ExampleStats st;
   ExampleOptions o;

@@ -31,7 +31,7 @@ const char* kTrainDe =
     "<description>TED Talk Subtitles and Transcript: Über Kreativität.</description>\n"
     "Guten Morgen. Wie geht es Ihnen?\n"
     "Es war großartig, nicht wahr?\n"
-    "Ich bin ganz begeistert.\n";
+    "<3 Ich bin ganz begeistert.\n";
 const char* kTrainEn =
     "<url>http://www.ted.com/talks/stephen_palumbi_following_the_mercury_trail.html</url>\n"
     "<keywords>talks, business, environment, ocean</keywords>\n"
@@ -49,7 +49,7 @@ const char* kTrainEn =
     "<description>TED Talk Subtitles and Transcript: On creativity.</description>\n"
     "Good morning. How are you?\n"
     "It's been great, hasn't it?\n"
-    "I've been blown away by the whole thing.\n";
+    "<3 I've been blown away by the whole thing.\n";
 
 // IWSLT17 fr-en style: <doc docid> wrappers and reviewer/translator lines.
 std::string wrapped_talk(const std::string& id, const std::vector<std::string>& lines) {
@@ -229,7 +229,7 @@ TEST_CASE("IWSLT14 train.tags: talks are documents, metadata is not text") {
   CHECK(c.documents[1].id == "66");
   REQUIRE(c.documents[1].sentences.size() == 3);
   CHECK(c.documents[1].sentences[0].src == "Guten Morgen. Wie geht es Ihnen?");
-  CHECK(c.documents[1].sentences[2].tgt == "I've been blown away by the whole thing.");
+  CHECK(c.documents[1].sentences[2].tgt == "<3 I've been blown away by the whole thing.");  // text, not a tag
   // The reverse direction finds the same files (the pair is named de-en).
   const Corpus r = read_iwslt(d.path("de-en"), "en", "de");
   CHECK(r.documents[0].sentences[0].src == "It can be a very complicated thing, the ocean.");
