@@ -14,6 +14,9 @@ void generic_gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs,
   generic::gemm<float>(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
 }
 void generic_exp(const float* in, float* out, int64_t n) { generic::exp<float>(in, out, n); }
+void generic_softplus(const float* in, float* out, float* sig, int64_t n) {
+  generic::softplus<float>(in, out, sig, n);
+}
 
 const FloatKernels& choose() {
   const char* force = std::getenv("MAMBAMT_CPU_KERNELS");
@@ -27,7 +30,7 @@ const FloatKernels& choose() {
 }  // namespace
 
 const FloatKernels& generic_kernels() {
-  static const FloatKernels k{"generic", &generic_gemm, &generic_exp};
+  static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus};
   return k;
 }
 

@@ -28,6 +28,11 @@ struct FloatKernels {
   // out[i] = exp(in[i]) for i < n (in == out allowed). Relative error ~2e-7;
   // inputs below -87.3 give 0, above 88.3 give ~1.7e38.
   void (*exp)(const float* in, float* out, int64_t n);
+
+  // out[i] = softplus(in[i]) = log(1 + e^in[i]), in[i] itself above 20 (the
+  // reference Mamba threshold); sig[i] = its derivative, the sigmoid (1 above
+  // 20), when sig is not null. in == out allowed. Relative error ~3e-7.
+  void (*softplus)(const float* in, float* out, float* sig, int64_t n);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

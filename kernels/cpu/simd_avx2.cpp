@@ -103,13 +103,75 @@ void vexp(const float* in, float* out, int64_t n) {
   }
 }
 
+inline __m256 log8(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256i i = _mm256_castps_si256(x);
+  __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(i, 23), _mm256_set1_epi32(127)));
+  __m256 m = _mm256_castsi256_ps(
+      _mm256_or_si256(_mm256_and_si256(i, _mm256_set1_epi32(0x007fffff)), _mm256_set1_epi32(0x3f800000)));
+  const __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356237f), _CMP_GT_OQ);
+  m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
+  e = _mm256_add_ps(e, _mm256_and_ps(big, one));
+  const __m256 f = _mm256_sub_ps(m, one);
+  const __m256 z = _mm256_mul_ps(f, f);
+  __m256 y = _mm256_set1_ps(7.0376836292E-2f);
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(-1.1514610310E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(1.1676998740E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(-1.2420140846E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(1.4249322787E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(-1.6668057665E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(2.0000714765E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(-2.4999993993E-1f));
+  y = _mm256_fmadd_ps(y, f, _mm256_set1_ps(3.3333331174E-1f));
+  y = _mm256_mul_ps(_mm256_mul_ps(y, f), z);
+  y = _mm256_fmadd_ps(e, _mm256_set1_ps(-2.12194440e-4f), y);
+  y = _mm256_fnmadd_ps(z, _mm256_set1_ps(0.5f), y);
+  __m256 r = _mm256_add_ps(f, y);
+  return _mm256_fmadd_ps(e, _mm256_set1_ps(0.693359375f), r);
+}
+
+inline void softplus8(__m256 v, __m256* out, __m256* sig) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 ev = exp8(v);
+  const __m256 u = _mm256_add_ps(one, ev);
+  const __m256 um1 = _mm256_sub_ps(u, one);
+  const __m256 exact = _mm256_cmp_ps(um1, _mm256_setzero_ps(), _CMP_EQ_OQ);
+  __m256 sp = _mm256_div_ps(_mm256_mul_ps(log8(u), ev), _mm256_blendv_ps(um1, one, exact));
+  sp = _mm256_blendv_ps(sp, ev, exact);
+  const __m256 above = _mm256_cmp_ps(v, _mm256_set1_ps(20.0f), _CMP_GT_OQ);
+  *out = _mm256_blendv_ps(sp, v, above);
+  *sig = _mm256_blendv_ps(_mm256_div_ps(ev, u), one, above);
+}
+
+void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 o, s;
+    softplus8(_mm256_loadu_ps(in + i), &o, &s);
+    _mm256_storeu_ps(out + i, o);
+    if (sig) _mm256_storeu_ps(sig + i, s);
+  }
+  if (i < n) {
+    float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0}, so[8], ss[8];
+    for (int64_t j = i; j < n; ++j) buf[j - i] = in[j];
+    __m256 o, s;
+    softplus8(_mm256_loadu_ps(buf), &o, &s);
+    _mm256_storeu_ps(so, o);
+    _mm256_storeu_ps(ss, s);
+    for (int64_t j = i; j < n; ++j) {
+      out[j] = so[j - i];
+      if (sig) sig[j] = ss[j - i];
+    }
+  }
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx2_kernels() {
-  static const FloatKernels k{"avx2", &gemm, &vexp};
+  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok ? &k : nullptr;

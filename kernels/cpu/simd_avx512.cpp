@@ -136,13 +136,67 @@ void vexp(const float* in, float* out, int64_t n) {
   }
 }
 
+// Natural log of x > 0 (Cephes logf): x = m 2^e with m in [sqrt(.5), sqrt(2)).
+inline __m512 log16(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512i i = _mm512_castps_si512(x);
+  __m512 e = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(i, 23), _mm512_set1_epi32(127)));
+  __m512 m = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_and_si512(i, _mm512_set1_epi32(0x007fffff)), _mm512_set1_epi32(0x3f800000)));
+  // m in [1, 2): fold to [sqrt(.5), sqrt(2)).
+  const __mmask16 big = _mm512_cmp_ps_mask(m, _mm512_set1_ps(1.41421356237f), _CMP_GT_OQ);
+  m = _mm512_mask_mul_ps(m, big, m, _mm512_set1_ps(0.5f));
+  e = _mm512_mask_add_ps(e, big, e, one);
+  const __m512 f = _mm512_sub_ps(m, one);
+  const __m512 z = _mm512_mul_ps(f, f);
+  __m512 y = _mm512_set1_ps(7.0376836292E-2f);
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(-1.1514610310E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.1676998740E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(-1.2420140846E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.4249322787E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(-1.6668057665E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.0000714765E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(-2.4999993993E-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(3.3333331174E-1f));
+  y = _mm512_mul_ps(_mm512_mul_ps(y, f), z);
+  y = _mm512_fmadd_ps(e, _mm512_set1_ps(-2.12194440e-4f), y);
+  y = _mm512_fnmadd_ps(z, _mm512_set1_ps(0.5f), y);
+  __m512 r = _mm512_add_ps(f, y);
+  return _mm512_fmadd_ps(e, _mm512_set1_ps(0.693359375f), r);
+}
+
+// softplus(v) = log1p(e^v) as log(u) * e^v / (u - 1), u = 1 + e^v (exact where
+// u rounds to 1); sigmoid = e^v / u; both pass v through above 20.
+inline void softplus16(__m512 v, __m512* out, __m512* sig) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 ev = exp16(v);
+  const __m512 u = _mm512_add_ps(one, ev);
+  const __m512 um1 = _mm512_sub_ps(u, one);
+  const __mmask16 exact = _mm512_cmp_ps_mask(um1, _mm512_setzero_ps(), _CMP_EQ_OQ);
+  __m512 sp = _mm512_div_ps(_mm512_mul_ps(log16(u), ev), _mm512_mask_blend_ps(exact, um1, one));
+  sp = _mm512_mask_blend_ps(exact, sp, ev);
+  const __mmask16 above = _mm512_cmp_ps_mask(v, _mm512_set1_ps(20.0f), _CMP_GT_OQ);
+  *out = _mm512_mask_blend_ps(above, sp, v);
+  *sig = _mm512_mask_blend_ps(above, _mm512_div_ps(ev, u), one);
+}
+
+void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 o, s;
+    softplus16(_mm512_maskz_loadu_ps(m, in + i), &o, &s);
+    _mm512_mask_storeu_ps(out + i, m, o);
+    if (sig) _mm512_mask_storeu_ps(sig + i, m, s);
+  }
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp};
+  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

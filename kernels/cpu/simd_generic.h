@@ -29,4 +29,19 @@ void exp(const S* in, S* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = std::exp(in[i]);
 }
 
+template <typename S>
+void softplus(const S* in, S* out, S* sig, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const S v = in[i];
+    if (v > S(20)) {
+      out[i] = v;
+      if (sig) sig[i] = 1;
+    } else {
+      const S e = std::exp(v);
+      out[i] = std::log1p(e);
+      if (sig) sig[i] = e / (S(1) + e);
+    }
+  }
+}
+
 }  // namespace mambamt::kernels::cpu::generic

@@ -25,8 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu.h"
-#include "kernels/cpu/simd.h"
-#include "kernels/cpu/simd_generic.h"
+#include "kernels/cpu/common.h"
 
 namespace mambamt::kernels::cpu {
 namespace {
@@ -37,51 +36,8 @@ using detail::SsdStepParams;
 
 constexpr int64_t T = 16;  // positions per block
 
-// The per-block work functions are inlined into float entry points compiled
-// once per instruction set (target attributes) and picked at run time together
-// with the micro-kernels (cpu/simd.h), so their element-wise loops and
-// reductions vectorise with AVX-512 or AVX2 while the binary still runs on any
-// x86-64. The double path (tests) runs the baseline build.
-#define MAMBAMT_INLINE inline __attribute__((always_inline))
-#if defined(__GNUC__) && defined(__x86_64__)
-#define MAMBAMT_ISA_VARIANTS 1
-#define MAMBAMT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
-#define MAMBAMT_TARGET_AVX2 __attribute__((target("avx2,fma")))
-#endif
-
-// Which instruction-set variant of the float entry points to run: the one
-// matching the micro-kernel set in use.
-inline int isa_level() {
-  static const int level = [] {
-    const char* n = float_kernels().name;
-    return n[0] == 'a' && n[3] == '5' ? 2 : n[0] == 'a' ? 1 : 0;  // "avx512", "avx2", "generic"
-  }();
-  return level;
-}
 constexpr int64_t kChunksPerCkpt = detail::kSsdCheckpointLen / T;
 static_assert(detail::kSsdCheckpointLen % T == 0, "checkpoints must fall on block starts");
-
-template <typename S>
-struct Ops;
-
-template <>
-struct Ops<float> {
-  const FloatKernels& k = float_kernels();
-  void gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
-            const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) const {
-    k.gemm(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
-  }
-  void exp(const float* in, float* out, int64_t n) const { k.exp(in, out, n); }
-};
-
-template <>
-struct Ops<double> {
-  void gemm(int64_t M, int64_t K, int64_t W, const double* A, int64_t a_rs, int64_t a_cs,
-            const double* Bm, int64_t ldb, double* C, int64_t ldc, double beta) const {
-    generic::gemm<double>(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
-  }
-  void exp(const double* in, double* out, int64_t n) const { generic::exp<double>(in, out, n); }
-};
 
 struct Dims {
   int64_t Bn, L, H, P, G, N, hpg, Pp, Np, nc, nck;
@@ -125,29 +81,23 @@ struct Decay {
 template <typename S>
 struct EffectiveDt {
   std::vector<S> dte, grad;  // (B,L,H)
-  EffectiveDt(const SsdParams& p) : dte(p.batch * p.seqlen * p.nheads), grad(dte.size()) {
+  EffectiveDt(const SsdParams& p, const Ops<S>& ops) : dte(p.batch * p.seqlen * p.nheads), grad(dte.size()) {
     const S* dt = static_cast<const S*>(p.dt);
     const S* bias = static_cast<const S*>(p.dt_bias);
-    const int64_t H = p.nheads, L = p.seqlen;
-    at::parallel_for(0, p.batch * L, 256, [&](int64_t begin, int64_t end) {
-      for (int64_t bl = begin; bl < end; ++bl) {
-        const bool real = !p.mask || p.mask[bl];
-        for (int64_t h = 0; h < H; ++h) {
-          S e = 0, g = 0;
-          if (real) {
-            const S v = dt[bl * H + h] + (bias ? bias[h] : S(0));
-            if (!p.dt_softplus || v > S(20)) {
-              e = v;
-              g = 1;
-            } else {
-              const S ev = std::exp(v);
-              e = std::log1p(ev);
-              g = ev / (S(1) + ev);
-            }
+    const int64_t H = p.nheads;
+    at::parallel_for(0, p.batch * p.seqlen, 256, [&](int64_t begin, int64_t end) {
+      S* e = dte.data() + begin * H;
+      S* g = grad.data() + begin * H;
+      const int64_t n = (end - begin) * H;
+      for (int64_t i = 0; i < n; ++i) e[i] = dt[begin * H + i] + (bias ? bias[i % H] : S(0));
+      if (p.dt_softplus) ops.softplus(e, e, g, n);
+      else std::fill(g, g + n, S(1));
+      if (p.mask) {
+        for (int64_t bl = begin; bl < end; ++bl)
+          if (!p.mask[bl]) {
+            std::fill_n(dte.data() + bl * H, H, S(0));
+            std::fill_n(grad.data() + bl * H, H, S(0));
           }
-          dte[bl * H + h] = e;
-          grad[bl * H + h] = g;
-        }
       }
     });
   }
@@ -218,21 +168,6 @@ void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::v
       ops.gemm(len, d.N, T, in.C(b, t0, g), p.C_ls, 1, bt.data(), T, CB.data() + i * T * T, T, S(0));
     }
   });
-}
-
-// Rows of one head are 4 KB apart or more in (B,L,H,P) tensors, a new page each,
-// where the hardware prefetchers stop; so the next block's rows are requested
-// by hand while the current block computes (on every row's cache lines).
-template <typename S>
-inline void prefetch_rows(const S* row0, int64_t row_stride, int64_t rows, int64_t row_len, bool write) {
-  if (!row0) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    const char* p = reinterpret_cast<const char*>(row0 + r * row_stride);
-    for (int64_t off = 0; off < row_len * int64_t(sizeof(S)); off += 64) {
-      if (write) __builtin_prefetch(p + off, 1, 3);
-      else __builtin_prefetch(p + off, 0, 3);
-    }
-  }
 }
 
 inline int64_t grain(int64_t tasks) { return std::max<int64_t>(1, tasks / (8 * at::get_num_threads())); }
@@ -396,7 +331,7 @@ void forward_impl(const SsdParams& p) {
   const Ops<S> ops;
   std::vector<S> CB;
   group_products<S>(p, d, ops, CB, nullptr);
-  const EffectiveDt<S> edt(p);
+  const EffectiveDt<S> edt(p, ops);
   const int64_t hb = heads_per_task(d), nblk = (d.H + hb - 1) / hb;
   at::parallel_for(0, d.Bn * nblk, 1, [&](int64_t begin, int64_t end) {
     FwdWork<S> w(d, hb);
@@ -668,7 +603,7 @@ void backward_impl(const SsdBwdParams& p) {
   const Ops<S> ops;
   std::vector<S> CB, Bt;
   group_products<S>(p, d, ops, CB, &Bt);
-  const EffectiveDt<S> edt(p);
+  const EffectiveDt<S> edt(p, ops);
   // Tasks: (batch, group, slice of the group's heads). dB and dC sum over the
   // heads of a group, so a task owns its rows; when there are fewer (batch,
   // group) pairs than threads, the heads are split and each slice sums into its

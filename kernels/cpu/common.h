@@ -1,0 +1,74 @@
+#pragma once
+// Shared by the CPU ops' algorithm files: the typed access to the micro-kernels
+// (float: the run-time picked set; double: portable), the per-ISA variant
+// machinery and small helpers.
+#include <cstdint>
+
+#include "kernels/cpu/simd.h"
+#include "kernels/cpu/simd_generic.h"
+
+namespace mambamt::kernels::cpu {
+
+// The per-block work functions are inlined into float entry points compiled
+// once per instruction set (target attributes) and picked at run time together
+// with the micro-kernels (cpu/simd.h), so their element-wise loops and
+// reductions vectorise with AVX-512 or AVX2 while the binary still runs on any
+// x86-64. The double path (tests) runs the baseline build.
+#define MAMBAMT_INLINE inline __attribute__((always_inline))
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MAMBAMT_ISA_VARIANTS 1
+#define MAMBAMT_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define MAMBAMT_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#endif
+
+// Which instruction-set variant of the float entry points to run: the one
+// matching the micro-kernel set in use.
+inline int isa_level() {
+  static const int level = [] {
+    const char* n = float_kernels().name;
+    return n[0] == 'a' && n[3] == '5' ? 2 : n[0] == 'a' ? 1 : 0;  // "avx512", "avx2", "generic"
+  }();
+  return level;
+}
+template <typename S>
+struct Ops;
+
+template <>
+struct Ops<float> {
+  const FloatKernels& k = float_kernels();
+  void gemm(int64_t M, int64_t K, int64_t W, const float* A, int64_t a_rs, int64_t a_cs,
+            const float* Bm, int64_t ldb, float* C, int64_t ldc, float beta) const {
+    k.gemm(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
+  }
+  void exp(const float* in, float* out, int64_t n) const { k.exp(in, out, n); }
+  void softplus(const float* in, float* out, float* sig, int64_t n) const { k.softplus(in, out, sig, n); }
+};
+
+template <>
+struct Ops<double> {
+  void gemm(int64_t M, int64_t K, int64_t W, const double* A, int64_t a_rs, int64_t a_cs,
+            const double* Bm, int64_t ldb, double* C, int64_t ldc, double beta) const {
+    generic::gemm<double>(M, K, W, A, a_rs, a_cs, Bm, ldb, C, ldc, beta);
+  }
+  void exp(const double* in, double* out, int64_t n) const { generic::exp<double>(in, out, n); }
+  void softplus(const double* in, double* out, double* sig, int64_t n) const {
+    generic::softplus<double>(in, out, sig, n);
+  }
+};
+
+// Rows of one head are 4 KB apart or more in (B,L,H,P) tensors, a new page each,
+// where the hardware prefetchers stop; so the next block's rows are requested
+// by hand while the current block computes (on every row's cache lines).
+template <typename S>
+inline void prefetch_rows(const S* row0, int64_t row_stride, int64_t rows, int64_t row_len, bool write) {
+  if (!row0) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const char* p = reinterpret_cast<const char*>(row0 + r * row_stride);
+    for (int64_t off = 0; off < row_len * int64_t(sizeof(S)); off += 64) {
+      if (write) __builtin_prefetch(p + off, 1, 3);
+      else __builtin_prefetch(p + off, 0, 3);
+    }
+  }
+}
+
+}  // namespace mambamt::kernels::cpu

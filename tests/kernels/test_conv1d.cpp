@@ -1,0 +1,109 @@
+// causal_conv1d and its step against the plain-LibTorch reference; reorder_state.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include "helpers.h"
+#include "kernels/conv1d.h"
+#include "kernels/reference.h"
+#include "kernels/state.h"
+
+namespace k = mambamt::kernels;
+using mambamt::kernels::test::grads_of;
+using mambamt::kernels::test::leaf;
+
+namespace {
+
+void check_conv(int64_t b, int64_t d, int64_t l, int64_t w, bool bias, bool silu, bool init,
+                bool final, bool channel_last, torch::ScalarType dtype, double tol) {
+  auto d64 = torch::TensorOptions().dtype(torch::kDouble);
+  torch::Tensor x = channel_last ? torch::randn({b, l, d}, d64).transpose(1, 2) : torch::randn({b, d, l}, d64);
+  x = x.to(dtype);
+  torch::Tensor weight = torch::randn({d, w}, d64).to(dtype);
+  k::CausalConv1dOptions o;
+  if (bias) o.bias = torch::randn({d}, d64).to(dtype);
+  if (init) o.initial_state = torch::randn({b, d, w - 1}, d64).to(dtype);
+  o.silu = silu;
+  o.return_final_state = final;
+  auto xa = leaf(x), wa = leaf(weight), ba = leaf(o.bias), ia = leaf(o.initial_state);
+  if (channel_last) xa = x.detach().transpose(1, 2).contiguous().transpose(1, 2).requires_grad_(true);
+  auto xr = leaf(x.to(torch::kDouble)), wr = leaf(weight.to(torch::kDouble));
+  auto br = ba.defined() ? leaf(ba.to(torch::kDouble)) : ba, ir = ia.defined() ? leaf(ia.to(torch::kDouble)) : ia;
+  k::CausalConv1dOptions oa = o, orf = o;
+  oa.bias = ba, oa.initial_state = ia;
+  orf.bias = br, orf.initial_state = ir;
+  auto ra = k::causal_conv1d(xa, wa, oa);
+  auto rr = k::reference::causal_conv1d(xr, wr, orf);
+  MAMBAMT_CHECK_CLOSE(ra.y, rr.y, tol, tol);
+  if (final) MAMBAMT_CHECK_CLOSE(ra.final_state, rr.final_state, tol, tol);
+  auto wy = torch::randn(ra.y.sizes(), torch::kDouble);
+  auto wf = final ? torch::randn(ra.final_state.sizes(), torch::kDouble) : torch::Tensor();
+  auto ga = grads_of({ra.y, ra.final_state}, {wy, wf}, {xa, wa, ba, ia});
+  auto gr = grads_of({rr.y, rr.final_state}, {wy, wf}, {xr, wr, br, ir});
+  const char* names[] = {"x", "weight", "bias", "initial_state"};
+  for (size_t i = 0; i < ga.size(); ++i) {
+    if (!ga[i].defined() && !gr[i].defined()) continue;
+    INFO("gradient of " << names[i]);
+    MAMBAMT_CHECK_CLOSE(ga[i], gr[i], tol, tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("causal_conv1d float64 matches the reference, forward and gradients", "[kernels]") {
+  torch::manual_seed(31);
+  for (int64_t w : {2, 3, 4}) {
+    INFO("W = " << w);
+    check_conv(2, 5, 17, w, true, true, true, true, false, torch::kDouble, 1e-10);
+    check_conv(2, 3, 1, w, true, false, true, true, false, torch::kDouble, 1e-10);   // L = 1 < W-1
+    check_conv(1, 4, 9, w, false, true, false, true, true, torch::kDouble, 1e-10);   // strided x
+    check_conv(3, 2, 6, w, false, false, false, false, false, torch::kDouble, 1e-10);
+  }
+}
+
+TEST_CASE("causal_conv1d float32 and bfloat16", "[kernels]") {
+  torch::manual_seed(32);
+  check_conv(2, 16, 70, 4, true, true, true, true, false, torch::kFloat, 1e-5);
+  auto x = torch::randn({2, 8, 12});
+  auto w = torch::randn({8, 4});
+  k::CausalConv1dOptions o;
+  o.silu = true;
+  auto r32 = k::causal_conv1d(x, w, o);
+  auto r16 = k::causal_conv1d(x.to(torch::kBFloat16), w, o);
+  CHECK(r16.y.scalar_type() == torch::kBFloat16);
+  MAMBAMT_CHECK_CLOSE(r16.y, r32.y, 3e-2, 3e-2);
+}
+
+TEST_CASE("causal_conv1d_step run L times equals causal_conv1d", "[kernels]") {
+  torch::manual_seed(33);
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    const int64_t b = 2, d = 5, l = 11, w = 4;
+    auto x = torch::randn({b, d, l}).to(dtype), weight = torch::randn({d, w}).to(dtype);
+    k::CausalConv1dOptions o;
+    o.bias = torch::randn({d}).to(dtype);
+    o.silu = true;
+    o.initial_state = torch::randn({b, d, w - 1}).to(dtype);
+    o.return_final_state = true;
+    auto full = k::causal_conv1d(x, weight, o);
+    auto state = o.initial_state.clone(), ref_state = o.initial_state.clone();
+    std::vector<torch::Tensor> ys;
+    for (int64_t t = 0; t < l; ++t) {
+      ys.push_back(k::causal_conv1d_step(state, x.select(2, t), weight, o.bias, true));
+      auto yr = k::reference::causal_conv1d_step(ref_state, x.select(2, t), weight, o.bias, true);
+      MAMBAMT_CHECK_CLOSE(ys.back(), yr, 1e-6, 1e-6);
+    }
+    MAMBAMT_CHECK_CLOSE(torch::stack(ys, 2), full.y, 1e-6, 1e-6);
+    MAMBAMT_CHECK_CLOSE(state, full.final_state, 0.0, 0.0);
+  }
+}
+
+TEST_CASE("reorder_state picks and permutes batch rows", "[kernels]") {
+  auto s = torch::arange(24, torch::kFloat).view({4, 3, 2});
+  auto idx = torch::tensor({2, 2, 0, 1});
+  auto r = k::reorder_state(s, idx);
+  CHECK(torch::equal(r, s.index_select(0, idx)));
+  auto s2 = s.clone();
+  k::reorder_state_(s2, idx);
+  CHECK(torch::equal(s2, r));
+  CHECK(k::reorder_state(s, torch::tensor({3})).size(0) == 1);
+  CHECK_THROWS_WITH(k::reorder_state_(s2, torch::tensor({0, 1})), Catch::Contains("reorder_state"));
+}
