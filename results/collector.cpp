@@ -1,0 +1,250 @@
+// The collector's tables: one ablation table per grid axis, the baseline
+// comparison with speed and memory relative to the Transformer, and the
+// breakdowns (quality by source length, length extrapolation, contrastive
+// accuracy by pronoun and by antecedent distance, entity recall by frequency).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "results/collector.h"
+#include "results/detail/collector_model.h"
+
+namespace mambamt::results {
+namespace {
+
+using detail::PointGroup;
+using detail::SweepView;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A per-experiment number: where it is in the store and how it is shown.
+struct MetricDef {
+  std::string key;
+  std::string title;
+  std::string path;   // results/<path>
+  double scale = 1;   // applied when aggregating (fractions -> percent)
+  int decimals = 2;
+  Better better = Better::kHigher;
+  double display_scale = 1;
+  std::string suffix;
+};
+
+std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& set, bool with_params_first) {
+  // COMET is a column only when some store has a value for it.
+  bool comet = false;
+  for (auto& p : sweep.points)
+    if (p.store) {
+      auto it = p.store->scalars.find(set + "/comet");
+      if (it != p.store->scalars.end() && std::isfinite(it->second)) comet = true;
+    }
+  const MetricDef params{"params", "Params", "efficiency/params", 1, 2, Better::kNone, 1e-6, "M"};
+  std::vector<MetricDef> defs;
+  if (with_params_first) defs.push_back(params);
+  defs.push_back({"bleu", "BLEU", set + "/bleu", 1, 2, Better::kHigher, 1, ""});
+  defs.push_back({"chrf", "chrF", set + "/chrf", 1, 2, Better::kHigher, 1, ""});
+  if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
+  defs.push_back({"contrastive_accuracy", "Contrastive acc. (%)", "contrastive/accuracy", 100, 1, Better::kHigher, 1, ""});
+  defs.push_back({"entity_recall", "Entity recall (%)", "entities/recall", 100, 1, Better::kHigher, 1, ""});
+  defs.push_back({"decode_tokens_per_s", "Decode tok/s", "efficiency/decode_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
+  defs.push_back({"train_tokens_per_s", "Train tok/s", "efficiency/train_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
+  defs.push_back({"peak_memory_mb", "Peak memory (MiB)", "efficiency/peak_memory_mb", 1, 0, Better::kLower, 1, ""});
+  if (!with_params_first) defs.push_back(params);
+  return defs;
+}
+
+ReportColumn make_column(const std::string& key, const std::string& title, int decimals, Better better,
+                         bool relative = false) {
+  ReportColumn c;
+  c.key = key;
+  c.title = title;
+  c.decimals = decimals;
+  c.better = better;
+  c.relative = relative;
+  return c;
+}
+
+ReportColumn column_of(const MetricDef& m) {
+  ReportColumn c;
+  c.key = m.key;
+  c.title = m.title;
+  c.decimals = m.decimals;
+  c.better = m.better;
+  c.display_scale = m.display_scale;
+  c.suffix = m.suffix;
+  return c;
+}
+
+std::int64_t expected_seeds(const SweepData& sweep) {
+  // With sweep.h5 every expected point is listed; without it only sweep.toml knows the seeds.
+  return sweep.has_sweep_file ? 0 : sweep.seeds_per_point;
+}
+
+ReportRow metric_row(const SweepData& sweep, const PointGroup* g, const std::string& key, const std::string& label,
+                     const std::vector<MetricDef>& defs) {
+  ReportRow row;
+  row.key = key;
+  row.label = label;
+  row.status = g ? g->status(expected_seeds(sweep)) : "not in the grid";
+  row.base = g && g->base;
+  for (auto& m : defs) row.cells.push_back(g ? summarize(detail::scalar_values(*g, m.path, m.scale)) : ReportCell{});
+  return row;
+}
+
+ReportTable ablation_table(const SweepView& view, size_t k) {
+  const SweepData& sweep = *view.sweep;
+  const SweepAxis& axis = sweep.axes[k];
+  ReportTable t;
+  t.name = "ablation_" + detail::file_stem(axis.key);
+  t.title = "Ablation: " + axis.key;
+  std::string others;
+  for (size_t j = 0; j < sweep.axes.size(); ++j) {
+    if (j == k) continue;
+    others += (others.empty() ? "" : ", ") + sweep.axes[j].key + " = " +
+              detail::display_value(sweep.axes[j].key, sweep.axes[j].target);
+  }
+  t.caption = axis.key + " varied" + (others.empty() ? "" : " with " + others) + "; test set " + view.test_set +
+              "; mean \u00b1 std over seeds (n)";
+  t.row_title = axis.key;
+  auto defs = metric_defs(sweep, view.test_set, false);
+  for (auto& m : defs) t.columns.push_back(column_of(m));
+  for (auto& [value, g] : view.axis_rows(k))
+    t.rows.push_back(metric_row(sweep, g, value, detail::display_value(axis.key, value), defs));
+  mark_best(t);
+  return t;
+}
+
+ReportTable baseline_table(const SweepView& view) {
+  const SweepData& sweep = *view.sweep;
+  ReportTable t;
+  t.name = "baselines";
+  t.title = "Baseline comparison";
+  t.caption = view.reference
+                  ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
+                        "; mean \u00b1 std over seeds (n)"
+                  : "No Transformer variant in this sweep: no relative speed and memory; test set " + view.test_set;
+  t.row_title = "model";
+  auto defs = metric_defs(sweep, view.test_set, true);
+  // Relative columns follow the metric they compare.
+  struct Rel {
+    std::string of;
+    ReportColumn column;
+  };
+  std::vector<Rel> rels = {
+      {"decode_tokens_per_s", make_column("decode_speed_vs_reference_pct", "Decode speed vs Transformer", 1, Better::kNone, true)},
+      {"train_tokens_per_s", make_column("train_speed_vs_reference_pct", "Train speed vs Transformer", 1, Better::kNone, true)},
+      {"peak_memory_mb", make_column("memory_vs_reference_pct", "Memory vs Transformer", 1, Better::kNone, true)},
+  };
+  std::vector<int> source_of;  // column -> metric index (-1: a metric column itself)
+  std::vector<int> rel_of;     // column -> metric index it compares (-1: none)
+  for (size_t i = 0; i < defs.size(); ++i) {
+    t.columns.push_back(column_of(defs[i]));
+    source_of.push_back(static_cast<int>(i));
+    rel_of.push_back(-1);
+    for (auto& r : rels)
+      if (r.of == defs[i].key) {
+        t.columns.push_back(r.column);
+        source_of.push_back(-1);
+        rel_of.push_back(static_cast<int>(i));
+      }
+  }
+  std::vector<ReportCell> reference;
+  if (view.reference)
+    for (auto& m : defs) reference.push_back(summarize(detail::scalar_values(*view.reference, m.path, m.scale)));
+  for (const PointGroup* g : view.models) {
+    ReportRow row;
+    row.key = g->key;
+    row.label = g->label;
+    row.status = g->status(expected_seeds(sweep));
+    row.base = g->base;
+    std::vector<ReportCell> cells;
+    for (auto& m : defs) cells.push_back(summarize(detail::scalar_values(*g, m.path, m.scale)));
+    for (size_t c = 0; c < t.columns.size(); ++c) {
+      if (source_of[c] >= 0) {
+        row.cells.push_back(cells[static_cast<size_t>(source_of[c])]);
+        continue;
+      }
+      ReportCell rel;
+      const size_t m = static_cast<size_t>(rel_of[c]);
+      if (view.reference == g) {
+        rel.reference = true;
+        rel.mean = 0;
+      } else if (view.reference && cells[m].has_value() && reference[m].has_value() && reference[m].mean != 0) {
+        rel.mean = (cells[m].mean / reference[m].mean - 1) * 100;
+      }
+      row.cells.push_back(rel);
+    }
+    t.rows.push_back(std::move(row));
+  }
+  mark_best(t);
+  return t;
+}
+
+// Rows of a breakdown table: one per model, with the CAT-N axis's rows for the
+// length tables (CAT-N is there for length generalisation).
+std::vector<const PointGroup*> breakdown_rows(const SweepView& view, bool with_cat_n) {
+  std::vector<const PointGroup*> rows = view.models;
+  if (!with_cat_n) return rows;
+  for (size_t k = 0; k < view.sweep->axes.size(); ++k) {
+    if (view.sweep->axes[k].key != "data.cat_n") continue;
+    for (auto& [value, g] : view.axis_rows(k))
+      if (g && std::find(rows.begin(), rows.end(), g) == rows.end()) rows.push_back(g);
+  }
+  return rows;
+}
+
+// Rows = models, columns = the row labels of results/<path> (length buckets, pronouns, ...).
+std::optional<ReportTable> breakdown_table(const SweepView& view, const std::string& name, const std::string& title,
+                                           const std::string& caption, const std::string& path,
+                                           const std::string& column, double scale, int decimals, bool with_cat_n) {
+  std::vector<std::string> labels = detail::table_row_labels(*view.sweep, path);
+  if (labels.empty()) return std::nullopt;
+  ReportTable t;
+  t.name = name;
+  t.title = title;
+  t.caption = caption + "; mean \u00b1 std over seeds (n)";
+  t.row_title = "model";
+  for (auto& l : labels) t.columns.push_back(make_column(l, l, decimals, Better::kHigher));
+  for (const PointGroup* g : breakdown_rows(view, with_cat_n)) {
+    ReportRow row;
+    row.key = g->key;
+    row.label = g->label;
+    row.status = g->status(expected_seeds(*view.sweep));
+    row.base = g->base;
+    for (auto& l : labels) row.cells.push_back(summarize(detail::table_values(*g, path, l, column, scale)));
+    t.rows.push_back(std::move(row));
+  }
+  mark_best(t);
+  return t;
+}
+
+}  // namespace
+
+std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string& test_set_in) {
+  const std::string set = detail::choose_test_set(sweep, test_set_in);
+  SweepView view = detail::make_view(sweep, set);
+  std::vector<ReportTable> tables;
+  tables.push_back(baseline_table(view));
+  for (size_t k = 0; k < sweep.axes.size(); ++k) tables.push_back(ablation_table(view, k));
+  auto add = [&](std::optional<ReportTable> t) {
+    if (t) tables.push_back(std::move(*t));
+  };
+  add(breakdown_table(view, "length_bleu", "BLEU by source length", "BLEU by source-length bucket (tokens), test set " + set,
+                      set + "/by_length", "bleu", 1, 2, true));
+  add(breakdown_table(view, "length_chrf", "chrF by source length", "chrF by source-length bucket (tokens), test set " + set,
+                      set + "/by_length", "chrf", 1, 2, true));
+  add(breakdown_table(view, "extrapolation_bleu", "Length extrapolation",
+                      "BLEU on passages 1x, 2x and 4x the training length", "extrapolation/by_length", "bleu", 1, 2,
+                      true));
+  add(breakdown_table(view, "contrastive_pronoun", "Contrastive accuracy by pronoun",
+                      "Contrastive accuracy (%) by pronoun", "contrastive/by_pronoun", "accuracy", 100, 1, false));
+  add(breakdown_table(view, "contrastive_distance", "Contrastive accuracy by antecedent distance",
+                      "Contrastive accuracy (%) by antecedent distance (sentences)", "contrastive/by_distance",
+                      "accuracy", 100, 1, false));
+  add(breakdown_table(view, "entities_frequency", "Entity recall by training frequency",
+                      "Named-entity recall (%) by training-set frequency", "entities/by_frequency", "recall", 100, 1,
+                      false));
+  return tables;
+}
+
+}  // namespace mambamt::results

@@ -1,0 +1,107 @@
+#pragma once
+// Internals of the collector shared by its files: configurations (the points of
+// one variant and axis values, any seed), the rows of the comparison tables and
+// aggregation over seeds.
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "results/collector.h"
+
+namespace mambamt::results::detail {
+
+// Every state a point can have, in the order reports list them.
+inline constexpr const char* kStates[] = {"completed", "running", "pending", "interrupted", "failed", "missing",
+                                          "unreadable"};
+
+// TOML value text in one form, so "1e-4" and "0.0001" (or "64" and "64.0") are
+// the same axis value: numbers in shortest round-trip form, anything else trimmed.
+std::string canonical_value(const std::string& text);
+
+// An axis value for people: strings without quotes; attention ratios with the
+// attention:Mamba ratio ("0.125 (1:7)").
+std::string display_value(const std::string& key, const std::string& value);
+
+// The points of one configuration: same variant and axis values, one per seed.
+struct PointGroup {
+  std::string key;    // stable machine label: "transformer", "model.d_state=32", "base"
+  std::string label;  // shown
+  std::string variant;
+  std::string kind;   // model.kind of its points ("" when unknown)
+  std::vector<std::string> axis_values;
+  std::vector<const SweepPoint*> points;
+  bool base = false;  // the base hybrid (every axis at its target, no variant)
+
+  // "2 completed, 1 running", "missing", "not in the grid" (no points).
+  std::string status(std::int64_t expected_seeds) const;
+  std::vector<const core::StoreSnapshot*> completed() const;
+  bool any_state(const std::string& state) const;
+};
+
+// A sweep seen as configurations, with the rows of the comparison tables.
+// Holds pointers into its own groups: movable, not copyable.
+struct SweepView {
+  SweepView() = default;
+  SweepView(SweepView&&) = default;
+  SweepView& operator=(SweepView&&) = default;
+  SweepView(const SweepView&) = delete;
+  SweepView& operator=(const SweepView&) = delete;
+
+  const SweepData* sweep = nullptr;
+  std::string test_set;                 // results/<set>/...
+  std::vector<PointGroup> groups;       // every configuration, grid order
+  std::vector<const PointGroup*> models;  // baseline rows: variants (Transformer first), then the base hybrid
+  const PointGroup* reference = nullptr;  // the Transformer variant, null when there is none
+  const PointGroup* base = nullptr;        // the base hybrid, null when it is not in the sweep
+
+  // The grid point with these axis values (no variant), null when absent.
+  const PointGroup* find_grid(const std::vector<std::string>& axis_values) const;
+  // Rows of the ablation table of axis k: one per axis value, the others at their targets
+  // (null where the grid has no such point).
+  std::vector<std::pair<std::string, const PointGroup*>> axis_rows(size_t k) const;
+};
+
+SweepView make_view(const SweepData& sweep, const std::string& test_set);
+
+// The test set to tabulate: `wanted` when given, else "test" when a store has
+// it, else the first set found in the stores ("test" when there are none).
+std::string choose_test_set(const SweepData& sweep, const std::string& wanted);
+
+// results/<path> of every completed point of the group, times `scale` (NaN for
+// a point without it).
+std::vector<double> scalar_values(const PointGroup& group, const std::string& path, double scale = 1);
+
+// Cell (row, column) of results/<path> tables of the group's completed points.
+std::vector<double> table_values(const PointGroup& group, const std::string& path, const std::string& row,
+                                 const std::string& column, double scale = 1);
+
+// Row labels of results/<path> over every store of the sweep, in first-seen order.
+std::vector<std::string> table_row_labels(const SweepData& sweep, const std::string& path);
+
+// A metric series or memory table aggregated over a group's seeds: one entry per
+// x (step or sequence length), mean and sample std over the seeds that have it.
+struct Curve {
+  std::vector<double> x, mean, std;
+  std::vector<std::int64_t> n;
+};
+// /metrics/<name> of every readable store of the group (running ones too: a
+// partial curve is still a curve).
+Curve metric_curve(const PointGroup& group, const std::string& metric);
+// Column `column` of results/efficiency/memory_by_length (rows = sequence
+// lengths) over the group's completed stores.
+Curve memory_curve(const PointGroup& group, const std::string& column);
+
+// A plot written by the collector.
+struct PlotFile {
+  std::string file;   // relative to the output directory: plots/<name>.svg
+  std::string title;
+};
+// Draws every plot of the sweep into <out_dir>/plots/.
+std::vector<PlotFile> write_plots(const SweepView& view, const std::vector<ReportTable>& tables,
+                                  const std::string& out_dir, std::ostream& log);
+
+// A name usable as a file stem and an HDF5 link name.
+std::string file_stem(const std::string& name);
+
+}  // namespace mambamt::results::detail

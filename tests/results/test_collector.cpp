@@ -1,0 +1,795 @@
+// The collector on a fake run directory written by the test: stores with known
+// numbers (several seeds, NaN and missing cells, a failed, a running and a
+// pending store, an unreadable store file, a point with no store) and a
+// sweep.h5 written per docs/STORE.md. Checks the tables (mean/std/n, the marked
+// best, percentages relative to the Transformer, failed and missing shown), the
+// CSV parsed back, the JSON, summary.h5 read back, the LaTeX structure, and
+// every SVG rendered to PNG. MAMBAMT_COLLECTOR_KEEP=DIR keeps the output there.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/hdf5.h"
+#include "core/store.h"
+#include "image_check.h"
+#include "results/collector.h"
+#include "results/json.h"
+#include "results/report_table.h"
+#include "test_support.h"
+
+using namespace mambamt;
+using namespace mambamt::results;
+using namespace mambamt::results::testing;
+namespace fs = std::filesystem;
+namespace h5 = mambamt::core::h5;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+const char* kGrid = R"([sweep]
+name = "abl"
+seeds = [1, 2]
+
+[base]
+model.d_model = 64
+model.n_heads = 4
+train.max_steps = 100
+
+[grid]
+model.attention_ratio = [0.25, 0.125]
+model.d_state = [32, 64]
+
+[[variant]]
+name = "transformer"
+model.kind = "transformer"
+
+[[variant]]
+name = "mamba"
+model.kind = "mamba"
+)";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+core::ResultTable table(std::vector<std::string> rows, std::vector<std::string> columns, std::vector<double> values) {
+  core::ResultTable t;
+  t.rows = std::move(rows);
+  t.columns = std::move(columns);
+  t.values = std::move(values);
+  return t;
+}
+
+// The results of one completed experiment. NaN scalars are written as NaN;
+// `absent` names scalars not written at all.
+struct Results {
+  double bleu = kNaN, chrf = kNaN, comet = kNaN, contrastive = kNaN, recall = kNaN;
+  double decode = kNaN, train = kNaN, memory = kNaN, params = kNaN;
+  bool comet_written = false, recall_written = true;
+  std::vector<double> by_length;  // BLEU of 1-16, 17-32, 33+ (empty: no table)
+  bool long_bucket = true;        // the 33+ row exists
+  double valid_offset = 0;        // valid_loss curve = 5 - step/50 + offset
+};
+
+struct Point {
+  std::string id, name, variant;
+  int64_t seed;
+  std::vector<std::string> axis_values;
+};
+
+void write_store(const fs::path& run, const Point& p, const core::ExperimentConfig& config, const std::string& state,
+                 const Results& r, const std::string& error = "") {
+  const fs::path dir = run / "exp" / p.id;
+  fs::create_directories(dir);
+  core::StoreIdentity id{p.id, p.name, "abl", config.canonical()};
+  core::ExperimentStore store = core::ExperimentStore::create((dir / "store.h5").string(), id);
+  core::StoreStatus s;
+  s.state = core::run_state_from(state);
+  s.attempts = 1;
+  s.last_error = error;
+  s.step = state == "running" ? 50 : (state == "completed" ? 100 : 0);
+  s.total_steps = 100;
+  store.set_status(s);
+  if (state == "completed" || state == "running") {
+    const int last = state == "running" ? 50 : 100;
+    for (int step = 10; step <= last; step += 10) store.append_metric("valid_loss", step, 5.0 - step / 50.0 + r.valid_offset);
+  }
+  if (state == "completed") {
+    store.set_scalar("test/bleu", r.bleu);
+    store.set_scalar("test/chrf", r.chrf);
+    if (r.comet_written) store.set_scalar("test/comet", r.comet);
+    store.set_scalar("contrastive/accuracy", r.contrastive);
+    if (r.recall_written) store.set_scalar("entities/recall", r.recall);
+    store.set_scalar("efficiency/decode_tokens_per_s", r.decode);
+    store.set_scalar("efficiency/train_tokens_per_s", r.train);
+    store.set_scalar("efficiency/peak_memory_mb", r.memory);
+    store.set_scalar("efficiency/params", r.params);
+    if (!r.by_length.empty()) {
+      std::vector<std::string> rows = {"1-16", "17-32"};
+      std::vector<double> v = {r.by_length[0], r.by_length[0] + 20, 5, 10, r.by_length[1], r.by_length[1] + 20, 5, 24};
+      if (r.long_bucket) {
+        rows.push_back("33+");
+        for (double x : {r.by_length[2], r.by_length[2] + 20, 3.0, 40.0}) v.push_back(x);
+      }
+      store.set_table("test/by_length", table(rows, {"bleu", "chrf", "n", "mean_src_len"}, v));
+      store.set_table("extrapolation/by_length",
+                      table({"1x", "2x", "4x"}, {"bleu", "chrf", "n", "mean_src_len"},
+                            {r.bleu, r.chrf, 5, 30, r.bleu - 5, r.chrf - 5, 5, 60, r.bleu - 10, r.chrf - 10, 5, 120}));
+      store.set_table("contrastive/by_pronoun", table({"er", "sie", "es"}, {"accuracy", "n"},
+                                                      {r.contrastive, 10, r.contrastive - 0.1, 10, kNaN, 0}));
+      store.set_table("contrastive/by_distance", table({"0", "1", "2", "3", ">3"}, {"accuracy", "n"},
+                                                       {0.9, 10, 0.8, 10, 0.7, 10, 0.6, 10, r.contrastive - 0.3, 10}));
+      store.set_table("entities/by_frequency", table({"unseen", "1-15", "16+"}, {"recall", "n"},
+                                                     {0.3, 10, 0.5, 10, 0.9, 10}));
+      store.set_table("efficiency/memory_by_length",
+                      table({"128", "256", "512", "1024"}, {"train_memory_mb", "decode_state_mb"},
+                            {r.memory / 4, r.params / 1e6, r.memory / 2, r.params / 1e6 * 1.5, r.memory, r.params / 1e6 * 2,
+                             r.memory * 2, r.params / 1e6 * 3}));
+    }
+  }
+  store.commit();
+}
+
+// A vlen-string 2-D dataset (points x axes), as the coordinator writes /points/axis_values.
+void write_string_matrix(h5::Group& g, const std::string& name, const std::vector<std::string>& values, size_t rows,
+                         size_t cols) {
+  h5::Handle t(H5Tcopy(H5T_C_S1));
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  std::vector<const char*> ptrs;
+  for (auto& v : values) ptrs.push_back(v.c_str());
+  g.write_raw(name, t.get(), {rows, cols}, ptrs.data());
+}
+
+// The fake sweep: 4 grid points x 2 seeds + 2 variants x 2 seeds = 12 points.
+//   base (0.125, 64):  seeds 1, 2 completed (BLEU 30, 32; COMET 0.81 and NaN)
+//   (0.25, 64):        seed 1 completed (BLEU 28, no entity recall), seed 2 running
+//   (0.125, 32):       seed 1 completed (BLEU 29, memory 500), seed 2 failed
+//   (0.25, 32):        seed 1 store unreadable, seed 2 missing (no store)
+//   transformer:       seeds 1, 2 completed (BLEU 27, 29; decode 100; train 2000; memory 1000)
+//   mamba:             seed 1 completed (BLEU 25; decode 250; train 2500; memory 400), seed 2 pending
+struct FakeSweep {
+  fs::path root, run;
+  std::vector<Point> points;
+};
+
+FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool with_grid_file = true) {
+  FakeSweep f;
+  f.root = root;
+  f.run = root / "runs" / "abl";
+  fs::create_directories(f.run / "exp");
+  if (with_grid_file) std::ofstream(f.run / "sweep.toml") << kGrid;
+  core::GridConfig grid = core::parse_grid(kGrid, "sweep.toml");
+
+  auto make = [&](const std::string& variant, const std::string& ratio, const std::string& d_state, int64_t seed) {
+    std::vector<std::pair<std::string, std::string>> ov;
+    Point p;
+    p.variant = variant;
+    p.seed = seed;
+    if (variant.empty()) {
+      ov = {{"model.attention_ratio", ratio}, {"model.d_state", d_state}};
+      p.name = "model.attention_ratio=" + ratio + " model.d_state=" + d_state;
+      p.axis_values = {ratio, d_state};
+    } else {
+      for (auto& v : grid.variants)
+        if (v.name == variant) ov = v.overrides;
+      p.name = variant;
+      p.axis_values = {"0.125", "64"};
+    }
+    ov.emplace_back("train.seed", std::to_string(seed));
+    core::ExperimentConfig c = grid.point(ov);
+    p.id = c.id();
+    f.points.push_back(p);
+    return std::make_pair(p, c);
+  };
+
+  auto res = [](double bleu, double decode, double train, double memory, double params) {
+    Results r;
+    r.bleu = bleu;
+    r.chrf = bleu + 20;
+    r.contrastive = 0.8;
+    r.recall = 0.6;
+    r.decode = decode;
+    r.train = train;
+    r.memory = memory;
+    r.params = params;
+    r.by_length = {bleu + 5, bleu, bleu - 10};
+    return r;
+  };
+
+  for (const char* ratio : {"0.25", "0.125"})
+    for (const char* d_state : {"32", "64"})
+      for (int64_t seed : {1, 2}) {
+        auto [p, c] = make("", ratio, d_state, seed);
+        const std::string key = std::string(ratio) + "/" + d_state + "/" + std::to_string(seed);
+        if (key == "0.125/64/1") {
+          Results r = res(30, 200, 1000, 600, 2e6);
+          r.chrf = 50;
+          r.contrastive = 0.80;
+          r.recall = 0.6;
+          r.comet_written = true;
+          r.comet = 0.81;
+          write_store(f.run, p, c, "completed", r);
+        } else if (key == "0.125/64/2") {
+          Results r = res(32, 220, 1100, 600, 2e6);
+          r.chrf = 54;
+          r.contrastive = 0.90;
+          r.recall = 0.7;
+          r.comet_written = true;  // written as NaN: a missing cell
+          r.long_bucket = false;
+          r.valid_offset = 0.2;
+          write_store(f.run, p, c, "completed", r);
+        } else if (key == "0.25/64/1") {
+          Results r = res(28, 190, 900, 650, 2.1e6);
+          r.recall_written = false;
+          write_store(f.run, p, c, "completed", r);
+        } else if (key == "0.25/64/2") {
+          write_store(f.run, p, c, "running", Results{});
+        } else if (key == "0.125/32/1") {
+          write_store(f.run, p, c, "completed", res(29, 230, 1200, 500, 1.8e6));
+        } else if (key == "0.125/32/2") {
+          write_store(f.run, p, c, "failed", Results{}, "CUDA out of memory at step 7");
+        } else if (key == "0.25/32/1") {
+          fs::create_directories(f.run / "exp" / p.id);
+          std::ofstream(f.run / "exp" / p.id / "store.h5") << "not an HDF5 file";
+        }
+        // 0.25/32/2: no store at all
+      }
+  {
+    auto [p1, c1] = make("transformer", "", "", 1);
+    write_store(f.run, p1, c1, "completed", res(27, 100, 2000, 1000, 3e6));
+    auto [p2, c2] = make("transformer", "", "", 2);
+    write_store(f.run, p2, c2, "completed", res(29, 100, 2000, 1000, 3e6));
+    auto [p3, c3] = make("mamba", "", "", 1);
+    write_store(f.run, p3, c3, "completed", res(25, 250, 2500, 400, 2.5e6));
+    auto [p4, c4] = make("mamba", "", "", 2);
+    write_store(f.run, p4, c4, "pending", Results{});
+  }
+
+  if (with_sweep_file) {
+    h5::File file = h5::File::create((f.run / "sweep.h5").string());
+    h5::Group root = file.root();
+    root.set_attr("format", "mambamt-sweep");
+    root.set_attr("name", "abl");
+    root.set_attr("state", "running");
+    root.set_attr("design", "cartesian");
+    root.set_attr("job_ids", std::vector<std::string>{"4242"});
+    root.set_attr("requeues", int64_t{0});
+    h5::Group pts = root.create_group("points");
+    std::vector<std::string> ids, names, variants, values;
+    std::vector<int64_t> seeds;
+    for (auto& p : f.points) {
+      ids.push_back(p.id);
+      names.push_back(p.name);
+      variants.push_back(p.variant);
+      seeds.push_back(p.seed);
+      values.insert(values.end(), p.axis_values.begin(), p.axis_values.end());
+    }
+    pts.write_strings("id", ids);
+    pts.write_strings("name", names);
+    pts.write_strings("variant", variants);
+    pts.write_ints("seed", seeds);
+    write_string_matrix(pts, "axis_values", values, f.points.size(), 2);
+    pts.set_attr("axes", std::vector<std::string>{"model.attention_ratio", "model.d_state"});
+    pts.set_attr("base_values", std::vector<std::string>{"0.125", "64"});
+  }
+  return f;
+}
+
+const ReportTable& find_table(const CollectReport& r, const std::string& name) {
+  for (auto& t : r.tables)
+    if (t.name == name) return t;
+  FAIL("no table " << name);
+  throw std::logic_error("unreachable");
+}
+
+const ReportRow& find_row(const ReportTable& t, const std::string& key) {
+  for (auto& r : t.rows)
+    if (r.key == key) return r;
+  FAIL("table " << t.name << " has no row " << key);
+  throw std::logic_error("unreachable");
+}
+
+const ReportCell& cell(const ReportTable& t, const std::string& row, const std::string& column) {
+  const ReportRow& r = find_row(t, row);
+  for (size_t c = 0; c < t.columns.size(); ++c)
+    if (t.columns[c].key == column) return r.cells.at(c);
+  FAIL("table " << t.name << " has no column " << column);
+  throw std::logic_error("unreachable");
+}
+
+// RFC 4180 reader: rows of fields.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row;
+  std::string field;
+  bool quoted = false, any = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+      any = true;
+    } else if (c == ',') {
+      row.push_back(field);
+      field.clear();
+      any = true;
+    } else if (c == '\n') {
+      row.push_back(field);
+      rows.push_back(row);
+      row.clear();
+      field.clear();
+      any = false;
+    } else {
+      field += c;
+      any = true;
+    }
+  }
+  if (any) {
+    row.push_back(field);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+struct Collected {
+  TempDir dir;
+  FakeSweep sweep;
+  CollectReport report;
+  std::string log;
+  fs::path out;
+};
+
+std::unique_ptr<Collected> run_collect(bool with_sweep_file = true, bool with_grid_file = true,
+                                       std::vector<std::string> formats = {"md", "csv", "tex", "json"}) {
+  auto c = std::make_unique<Collected>();
+  c->sweep = make_sweep(c->dir.path(), with_sweep_file, with_grid_file);
+  CollectOptions o;
+  o.run_dir = c->sweep.run.string();
+  o.formats = formats;
+  std::ostringstream log;
+  c->report = collect(o, log);
+  c->log = log.str();
+  c->out = c->report.out_dir;
+  if (const char* keep = std::getenv("MAMBAMT_COLLECTOR_KEEP")) {
+    fs::create_directories(keep);
+    fs::copy(c->out, keep, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("collector: status counts, unreadable stores and the default output directory", "[results][collector]") {
+  auto c = run_collect();
+  CHECK(fs::path(c->report.out_dir) == c->dir.path() / "results" / "abl");
+  const auto& n = c->report.counts;
+  CHECK(n.at("total") == 12);
+  CHECK(n.at("completed") == 7);
+  CHECK(n.at("running") == 1);
+  CHECK(n.at("pending") == 1);
+  CHECK(n.at("failed") == 1);
+  CHECK(n.at("missing") == 1);
+  CHECK(n.at("unreadable") == 1);
+  CHECK(c->report.partial);
+  REQUIRE(c->report.problems.size() == 1);
+  CHECK(c->report.problems[0].find("store.h5") != std::string::npos);
+  CHECK(c->log.find("skipping unreadable store") != std::string::npos);
+  for (const char* f : {"report.md", "summary.h5", "tables.md", "tables.tex", "summary.json", "tables/baselines.csv",
+                        "tables/points.csv", "tables/ablation_model.d_state.json", "plots/quality_vs_speed.svg"})
+    CHECK(fs::exists(c->out / f));
+}
+
+TEST_CASE("collector: ablation tables hold mean, std and n over seeds with the best marked", "[results][collector]") {
+  auto c = run_collect();
+  const ReportTable& ratio = find_table(c->report, "ablation_model.attention_ratio");
+  REQUIRE(ratio.rows.size() == 2);
+  CHECK(ratio.rows[0].key == "0.25");
+  CHECK(ratio.rows[0].label == "0.25 (1:3)");
+  CHECK(ratio.rows[1].label == "0.125 (1:7)");
+  CHECK(ratio.rows[1].base);
+  const ReportCell& base_bleu = cell(ratio, "0.125", "bleu");
+  CHECK(base_bleu.mean == Approx(31));
+  CHECK(base_bleu.std == Approx(std::sqrt(2.0)));
+  CHECK(base_bleu.n == 2);
+  CHECK(base_bleu.best);
+  const ReportCell& b25 = cell(ratio, "0.25", "bleu");
+  CHECK(b25.mean == Approx(28));
+  CHECK(b25.n == 1);
+  CHECK(std::isnan(b25.std));
+  CHECK_FALSE(b25.best);
+  CHECK(find_row(ratio, "0.25").status == "1 completed, 1 running");
+  // Entity recall absent from the 0.25 store: no value, and nothing to compare.
+  CHECK(cell(ratio, "0.25", "entity_recall").n == 0);
+  CHECK_FALSE(cell(ratio, "0.125", "entity_recall").best);
+  CHECK(cell(ratio, "0.125", "entity_recall").mean == Approx(65));
+  CHECK(cell(ratio, "0.125", "contrastive_accuracy").mean == Approx(85));
+  CHECK(cell(ratio, "0.125", "contrastive_accuracy").std == Approx(std::sqrt(50.0)));
+  // COMET: 0.81 and a NaN -> one value.
+  CHECK(cell(ratio, "0.125", "comet").mean == Approx(0.81));
+  CHECK(cell(ratio, "0.125", "comet").n == 1);
+  // Lower memory is better.
+  CHECK(cell(ratio, "0.25", "peak_memory_mb").mean == Approx(650));
+  CHECK(cell(ratio, "0.125", "peak_memory_mb").best);
+
+  const ReportTable& ds = find_table(c->report, "ablation_model.d_state");
+  REQUIRE(ds.rows.size() == 2);
+  CHECK(find_row(ds, "32").status == "1 completed, 1 failed");
+  CHECK(cell(ds, "32", "peak_memory_mb").best);
+  CHECK(cell(ds, "32", "decode_tokens_per_s").best);
+  CHECK(cell(ds, "64", "bleu").best);
+
+  const std::string md = table_markdown(ratio);
+  CHECK(md.find("| 0.125 (1:7) (base) | 2 completed |") != std::string::npos);
+  CHECK(md.find("**31.00 \u00b1 1.41** (n=2)") != std::string::npos);
+  CHECK(md.find("28.00 (n=1)") != std::string::npos);
+  CHECK(md.find(kMissingText) != std::string::npos);
+  CHECK(md.find("nan") == std::string::npos);
+}
+
+TEST_CASE("collector: baseline comparison relative to the Transformer", "[results][collector]") {
+  auto c = run_collect();
+  const ReportTable& t = find_table(c->report, "baselines");
+  REQUIRE(t.rows.size() == 3);
+  CHECK(t.rows[0].key == "transformer");
+  CHECK(t.rows[1].key == "mamba");
+  CHECK(t.rows[2].key == "base");
+  CHECK(t.rows[2].base);
+  CHECK(find_row(t, "mamba").status == "1 completed, 1 pending");
+  CHECK(cell(t, "transformer", "decode_speed_vs_reference_pct").reference);
+  CHECK(cell(t, "base", "decode_speed_vs_reference_pct").mean == Approx(110));
+  CHECK(cell(t, "base", "train_speed_vs_reference_pct").mean == Approx(-47.5));
+  CHECK(cell(t, "base", "memory_vs_reference_pct").mean == Approx(-40));
+  CHECK(cell(t, "mamba", "decode_speed_vs_reference_pct").mean == Approx(150));
+  CHECK(cell(t, "mamba", "memory_vs_reference_pct").mean == Approx(-60));
+  CHECK(cell(t, "base", "bleu").best);
+  CHECK(cell(t, "mamba", "peak_memory_mb").best);
+  CHECK(cell(t, "transformer", "params").mean == Approx(3e6));
+  const std::string md = table_markdown(t);
+  CHECK(md.find("+110.0%") != std::string::npos);
+  CHECK(md.find("\u221240.0%") != std::string::npos);
+  CHECK(md.find("+150.0%") != std::string::npos);
+  CHECK(md.find("ref.") != std::string::npos);
+  CHECK(md.find("3.00M") != std::string::npos);
+}
+
+TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {
+  auto c = run_collect();
+  const ReportTable& len = find_table(c->report, "length_bleu");
+  REQUIRE(len.columns.size() == 3);
+  CHECK(len.columns[0].key == "1-16");
+  CHECK(len.columns[2].key == "33+");
+  // base: 33+ has a value for seed 1 only (seed 2's table lacks the row).
+  CHECK(cell(len, "base", "1-16").mean == Approx(36));
+  CHECK(cell(len, "base", "33+").n == 1);
+  CHECK(cell(len, "base", "33+").mean == Approx(20));
+  CHECK(cell(len, "transformer", "33+").mean == Approx(18));
+  CHECK(cell(len, "base", "1-16").best);
+  CHECK(cell(len, "base", "33+").best);
+  const ReportTable& pron = find_table(c->report, "contrastive_pronoun");
+  CHECK(cell(pron, "base", "er").mean == Approx(85));
+  CHECK(cell(pron, "base", "es").n == 0);  // NaN in every store
+  const ReportTable& dist = find_table(c->report, "contrastive_distance");
+  CHECK(dist.columns.size() == 5);
+  CHECK(cell(dist, "transformer", ">3").mean == Approx(50));
+  const ReportTable& ent = find_table(c->report, "entities_frequency");
+  CHECK(cell(ent, "mamba", "unseen").mean == Approx(30));
+  CHECK(find_table(c->report, "extrapolation_bleu").columns.size() == 3);
+}
+
+TEST_CASE("collector: report.md shows status, failures and links", "[results][collector]") {
+  auto c = run_collect();
+  const std::string md = slurp(c->out / "report.md");
+  CHECK(md.find("# Sweep `abl`") == 0);
+  CHECK(md.find("| 7 | 1 | 1 | 0 | 1 | 1 | 1 | 12 |") != std::string::npos);
+  CHECK(md.find("**Partial results:**") != std::string::npos);
+  CHECK(md.find("CUDA out of memory at step 7") != std::string::npos);
+  CHECK(md.find("no store yet") != std::string::npos);
+  CHECK(md.find("step 50 of 100") != std::string::npos);
+  CHECK(md.find("Unreadable files") != std::string::npos);
+  CHECK(md.find("](plots/quality_vs_speed.svg)") != std::string::npos);
+  CHECK(md.find("](tables/baselines.csv)") != std::string::npos);
+  // Sections in order: status, baselines, ablations, length, document-level, plots, points.
+  size_t a = md.find("## Baseline comparison"), b = md.find("## Ablations"), l = md.find("## Length sensitivity"),
+         d = md.find("## Document-level"), p = md.find("## Plots"), q = md.find("## Points not completed");
+  CHECK(a < b);
+  CHECK(b < l);
+  CHECK(l < d);
+  CHECK(d < p);
+  CHECK(p < q);
+  CHECK(q != std::string::npos);
+}
+
+TEST_CASE("collector: CSV reads back with the same numbers", "[results][collector]") {
+  auto c = run_collect();
+  auto rows = parse_csv(slurp(c->out / "tables" / "baselines.csv"));
+  REQUIRE(rows.size() == 4);
+  const auto& header = rows[0];
+  auto col = [&](const std::string& name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    REQUIRE(it != header.end());
+    return static_cast<size_t>(it - header.begin());
+  };
+  for (auto& r : rows) REQUIRE(r.size() == header.size());
+  CHECK(header[0] == "model");
+  CHECK(rows[3][col("model")] == "base");
+  CHECK(std::stod(rows[3][col("bleu")]) == Approx(31));
+  CHECK(std::stod(rows[3][col("bleu_std")]) == Approx(std::sqrt(2.0)));
+  CHECK(rows[3][col("bleu_n")] == "2");
+  CHECK(rows[3][col("bleu_best")] == "true");
+  CHECK(std::stod(rows[3][col("decode_speed_vs_reference_pct")]) == Approx(110));
+  CHECK(rows[2][col("status")] == "1 completed, 1 pending");
+  CHECK(rows[2][col("bleu_std")] == "");  // one seed: no std, an empty field (NaN in pandas)
+
+  auto points = parse_csv(slurp(c->out / "tables" / "points.csv"));
+  REQUIRE(points.size() == 13);
+  int failed = 0, missing = 0;
+  for (auto& r : points) {
+    failed += r[4] == "failed";
+    missing += r[4] == "missing";
+  }
+  CHECK(failed == 1);
+  CHECK(missing == 1);
+}
+
+TEST_CASE("collector: JSON reads back", "[results][collector]") {
+  auto c = run_collect();
+  const JsonValue rec = read_json_file((c->out / "tables" / "ablation_model.attention_ratio.json").string());
+  REQUIRE(rec.is_array());
+  REQUIRE(rec.size() == 2);
+  CHECK(rec[1].at("model.attention_ratio").as_string() == "0.125");
+  CHECK(rec[1].at("bleu").as_number() == Approx(31));
+  CHECK(rec[1].at("bleu_n").as_int() == 2);
+  CHECK(rec[1].at("bleu_best").as_bool());
+  CHECK(rec[std::size_t{0}].at("entity_recall").is_null());
+  CHECK(rec[std::size_t{0}].at("status").as_string() == "1 completed, 1 running");
+
+  const JsonValue s = read_json_file((c->out / "summary.json").string());
+  CHECK(s.at("counts").at("failed").as_int() == 1);
+  CHECK(s.at("counts").at("unreadable").as_int() == 1);
+  CHECK(s.at("points").size() == 12);
+  CHECK(s.at("tables").at("baselines").at("rows")[2].at("memory_vs_reference_pct").as_number() == Approx(-40));
+  CHECK(s.at("axes")[std::size_t{0}].at("key").as_string() == "model.attention_ratio");
+}
+
+TEST_CASE("collector: summary.h5 holds the aggregated numbers", "[results][collector]") {
+  auto c = run_collect(true, true, {"md"});
+  h5::File f = h5::File::open((c->out / "summary.h5").string());
+  h5::Group root = f.root();
+  CHECK(root.attr_string("format") == "mambamt-summary");
+  CHECK(root.attr_int("partial") == 1);
+  CHECK(root.group("status").attr_int("missing") == 1);
+  CHECK(root.group("points").dataset("state").read_strings().size() == 12);
+  CHECK(root.group("points").dataset("axis_values").shape() == std::vector<uint64_t>{12, 2});
+  h5::Group t = root.group("tables").group("ablation_model.attention_ratio");
+  std::vector<std::string> cols = t.attr_strings("columns");
+  std::vector<std::string> rows = t.attr_strings("rows");
+  REQUIRE(rows == std::vector<std::string>{"0.25", "0.125"});
+  const size_t bleu = static_cast<size_t>(std::find(cols.begin(), cols.end(), "bleu") - cols.begin());
+  REQUIRE(bleu < cols.size());
+  auto mean = t.dataset("mean").read_doubles();
+  auto sd = t.dataset("std").read_doubles();
+  auto n = t.dataset("n").read_ints();
+  auto best = t.dataset("best").read_ints();
+  CHECK(mean[cols.size() + bleu] == Approx(31));
+  CHECK(sd[cols.size() + bleu] == Approx(std::sqrt(2.0)));
+  CHECK(std::isnan(sd[bleu]));
+  CHECK(n[cols.size() + bleu] == 2);
+  CHECK(best[cols.size() + bleu] == 1);
+  CHECK(t.dataset("row_status").read_strings()[0] == "1 completed, 1 running");
+  // The plotted curves: validation loss of the base, both seeds (step 100: 3.0 and 3.2).
+  h5::Dataset vl = root.group("curves").group("valid_loss").dataset("hybrid");
+  auto v = vl.read_doubles();
+  REQUIRE(vl.shape() == std::vector<uint64_t>{10, 4});
+  CHECK(v[9 * 4 + 0] == 100);
+  CHECK(v[9 * 4 + 1] == Approx(3.1));
+  CHECK(v[9 * 4 + 3] == 2);
+  CHECK(root.group("curves").group("memory_by_length").has_dataset("transformer_train_memory_mb"));
+}
+
+TEST_CASE("collector: LaTeX uses booktabs and is balanced", "[results][collector]") {
+  auto c = run_collect(true, true, {"tex"});
+  const std::string tex = slurp(c->out / "tables.tex");
+  CHECK(tex.find("\\usepackage{booktabs}") != std::string::npos);
+  CHECK(count_of(tex, "\\begin{tabular}") == c->report.tables.size());
+  CHECK(count_of(tex, "\\toprule") == c->report.tables.size());
+  CHECK(count_of(tex, "\\midrule") == c->report.tables.size());
+  CHECK(count_of(tex, "\\bottomrule") == c->report.tables.size());
+  int depth = 0, lowest = 0;
+  for (size_t i = 0; i < tex.size(); ++i) {
+    if (tex[i] == '\\') {
+      ++i;  // escaped character
+      continue;
+    }
+    if (tex[i] == '{') ++depth;
+    if (tex[i] == '}') lowest = std::min(lowest, --depth);
+  }
+  CHECK(lowest == 0);
+  CHECK(depth == 0);
+  CHECK(tex.find("\u00b1") == std::string::npos);  // $\pm$ instead
+  CHECK(tex.find("\u2013") == std::string::npos);  // -- instead
+  CHECK(tex.find("model.d\\_state") != std::string::npos);
+  CHECK(tex.find("\\textbf{31.00 $\\pm$ 1.41}") != std::string::npos);
+  CHECK(tex.find("$-$40.0\\%") != std::string::npos);
+  // Every row has as many cells as the header.
+  std::istringstream lines(tex);
+  std::string line;
+  size_t columns = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("\\begin{tabular}{", 0) == 0) columns = line.size() - std::string("\\begin{tabular}{}").size();
+    if (line.size() > 3 && line.substr(line.size() - 3) == " \\\\") {
+      size_t amps = 0;
+      for (size_t i = 0; i < line.size(); ++i)
+        if (line[i] == '&' && (i == 0 || line[i - 1] != '\\')) ++amps;
+      CHECK(amps + 1 == columns);
+    }
+  }
+  if (std::system("command -v pdflatex >/dev/null 2>&1") == 0) {
+    const std::string cmd = "cd '" + c->out.string() +
+                            "' && pdflatex -interaction=nonstopmode -halt-on-error tables.tex >/dev/null 2>&1";
+    CHECK(std::system(cmd.c_str()) == 0);
+    CHECK(fs::exists(c->out / "tables.pdf"));
+  } else {
+    WARN("pdflatex not found: tables.tex checked for structure only");
+  }
+}
+
+TEST_CASE("collector: every plot renders to a PNG that is not blank", "[results][collector]") {
+  auto c = run_collect(true, true, {"md"});
+  std::vector<fs::path> svgs;
+  for (auto& e : fs::directory_iterator(c->out / "plots")) svgs.push_back(e.path());
+  std::sort(svgs.begin(), svgs.end());
+  std::vector<std::string> names;
+  for (auto& p : svgs) names.push_back(p.filename().string());
+  CHECK(names == std::vector<std::string>{"ablation_model.attention_ratio.svg", "ablation_model.d_state.svg",
+                                          "memory_by_length.svg", "quality_by_length.svg", "quality_vs_speed.svg",
+                                          "valid_loss.svg", "valid_loss_model.attention_ratio.svg",
+                                          "valid_loss_model.d_state.svg"});
+  const std::string scatter = slurp(c->out / "plots" / "quality_vs_speed.svg");
+  CHECK(scatter.find("pareto") != std::string::npos);
+  const std::string vl = slurp(c->out / "plots" / "valid_loss.svg");
+  CHECK(vl.find("(partial)") != std::string::npos);  // mamba: one seed still pending
+  if (!have_rsvg_convert()) {
+    WARN("rsvg-convert not found: PNG rendering not checked");
+    return;
+  }
+  for (auto& svg : svgs) {
+    INFO(svg.filename().string());
+    const std::string text = slurp(svg);
+    REQUIRE(xml_problem(text) == "");
+    const fs::path png = fs::path(svg).replace_extension(".png");
+    REQUIRE(render_png(svg.string(), png.string()) == 0);
+    const PngHeader h = read_png_header(png.string());
+    REQUIRE(h.valid);
+    CHECK(h.width >= 400);
+    CHECK(h.height >= 300);
+    if (auto img = decode_png(png.string())) {
+      const double drawn = double(img->count_non_white()) / (double(img->width) * img->height);
+      CHECK(drawn > 0.01);
+      CHECK(drawn < 0.95);
+    }
+  }
+  if (const char* keep = std::getenv("MAMBAMT_COLLECTOR_KEEP")) {
+    fs::create_directories(fs::path(keep) / "plots");
+    for (auto& svg : svgs)
+      fs::copy_file(fs::path(svg).replace_extension(".png"),
+                    fs::path(keep) / "plots" / fs::path(svg).replace_extension(".png").filename(),
+                    fs::copy_options::overwrite_existing);
+  }
+}
+
+TEST_CASE("collector: without sweep.h5 the points are what the stores say", "[results][collector]") {
+  auto c = run_collect(false, true, {"md"});
+  const auto& n = c->report.counts;
+  CHECK(n.at("total") == 11);  // 10 readable stores + the unreadable one; the point without a store is unknown
+  CHECK(n.at("unreadable") == 1);
+  CHECK(n.at("missing") == 0);
+  const ReportTable& ratio = find_table(c->report, "ablation_model.attention_ratio");
+  CHECK(cell(ratio, "0.125", "bleu").mean == Approx(31));
+  CHECK(find_row(ratio, "0.25").status == "1 completed, 1 running");
+  const ReportTable& t = find_table(c->report, "baselines");
+  CHECK(cell(t, "base", "decode_speed_vs_reference_pct").mean == Approx(110));
+  CHECK(slurp(c->out / "report.md").find("no sweep.h5") != std::string::npos);
+}
+
+TEST_CASE("collector: without sweep.h5 and sweep.toml the axes come from the configs", "[results][collector]") {
+  auto c = run_collect(false, false, {"md"});
+  std::vector<std::string> ablations;
+  for (auto& t : c->report.tables)
+    if (t.name.rfind("ablation_", 0) == 0) ablations.push_back(t.name);
+  CHECK(ablations == std::vector<std::string>{"ablation_model.attention_ratio", "ablation_model.d_state"});
+  const ReportTable& ratio = find_table(c->report, "ablation_model.attention_ratio");
+  // No base known: the other axis is held at its first value (d_state 32).
+  CHECK(cell(ratio, "0.125", "bleu").mean == Approx(29));
+  const ReportTable& t = find_table(c->report, "baselines");
+  CHECK(t.rows[0].key == "transformer");
+}
+
+TEST_CASE("collector: bad input", "[results][collector]") {
+  CHECK(parse_formats("md, csv,json") == std::vector<std::string>{"md", "csv", "json"});
+  CHECK_THROWS_AS(parse_formats("md,xls"), UsageError);
+  CHECK_THROWS_WITH(parse_formats("md,xls"), Catch::Contains("xls"));
+  TempDir dir;
+  std::ostringstream log;
+  CollectOptions o;
+  o.run_dir = (dir.path() / "nope").string();
+  CHECK_THROWS_AS(collect(o, log), InputError);
+  o.run_dir = dir.path().string();
+  CHECK_THROWS_WITH(collect(o, log), Catch::Contains("not a run directory"));
+  // A sweep file that is not one is reported, and the stores are used.
+  FakeSweep f = make_sweep(dir.path() / "x", false, true);
+  std::ofstream(f.run / "sweep.h5") << "garbage";
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "out").string();
+  CollectReport r = collect(o, log);
+  CHECK(r.out_dir == o.out_dir);
+  CHECK(r.counts.at("total") == 11);
+  bool named = false;
+  for (auto& p : r.problems) named = named || p.find("sweep.h5") != std::string::npos;
+  CHECK(named);
+}
+
+TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
+  ReportCell s = summarize({1, 2, 3, kNaN});
+  CHECK(s.n == 3);
+  CHECK(s.mean == Approx(2));
+  CHECK(s.std == Approx(1));
+  CHECK(summarize({}).n == 0);
+  CHECK(std::isnan(summarize({5}).std));
+
+  ReportTable t;
+  t.name = "t";
+  t.row_title = "x";
+  auto column = [](const char* key, const char* title, int decimals, Better better) {
+    ReportColumn c;
+    c.key = key;
+    c.title = title;
+    c.decimals = decimals;
+    c.better = better;
+    return c;
+  };
+  t.columns = {column("a", "A", 1, Better::kHigher), column("b", "B", 1, Better::kLower),
+               column("c", "C, \"q\"", 0, Better::kNone)};
+  t.rows.push_back({"1", "one", "2 completed", false, {summarize({1, 3}), summarize({5}), summarize({7})}});
+  t.rows.push_back({"2", "two|pipe", "missing", false, {summarize({4}), summarize({kNaN}), summarize({})}});
+  mark_best(t);
+  CHECK(t.rows[1].cells[0].best);
+  CHECK_FALSE(t.rows[0].cells[0].best);
+  CHECK_FALSE(t.rows[0].cells[1].best);  // only one row has a value
+  CHECK_FALSE(t.rows[0].cells[2].best);  // no direction
+  const std::string md = table_markdown(t);
+  CHECK(md.find("two\\|pipe") != std::string::npos);
+  CHECK(md.find("**4.0** (n=1)") != std::string::npos);
+  auto rows = parse_csv(table_csv(t));
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0][0] == "x");
+  CHECK(std::find(rows[0].begin(), rows[0].end(), "C, \"q\"") == rows[0].end());  // keys, not titles
+  CHECK(rows[2][1] == "two|pipe");
+  CHECK(rows[2][4] == "4");
+  CHECK(shortest_number(0.1) == "0.1");
+  CHECK(shortest_number(31) == "31");
+  CHECK(latex_escape("a_b & 5% #1 \u2013 \u00b1") == "a\\_b \\& 5\\% \\#1 -- $\\pm$");
+  const JsonValue j = table_records(t);
+  CHECK(j[1].at("b").is_null());
+  CHECK(j[std::size_t{0}].at("a_std").as_number() == Approx(std::sqrt(2.0)));
+}
