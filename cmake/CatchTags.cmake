@@ -8,7 +8,7 @@ endif()
 # A test case with several of the tags lands in the first matching group.
 function(mambamt_register_catch_tests target env)
   catch_discover_tests(${target}
-    TEST_SPEC "~[slow]~[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:"
+    TEST_SPEC "~[.]~[slow]~[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:"
     PROPERTIES LABELS "unit" ENVIRONMENT "${env}" TIMEOUT 600)
   catch_discover_tests(${target}
     TEST_SPEC "[slow]~[mpi]~[slurm]~[cuda]" TEST_PREFIX "${target}:slow:"
@@ -18,7 +18,8 @@ function(mambamt_register_catch_tests target env)
     PROPERTIES LABELS "mpi" ENVIRONMENT "${env}" TIMEOUT 1800 RUN_SERIAL TRUE)
   catch_discover_tests(${target}
     TEST_SPEC "[slurm]~[cuda]" TEST_PREFIX "${target}:slurm:"
-    PROPERTIES LABELS "slurm" ENVIRONMENT "${env}" TIMEOUT 2400 RUN_SERIAL TRUE)
+    PROPERTIES LABELS "slurm" ENVIRONMENT "${env}" TIMEOUT 2400 RUN_SERIAL TRUE
+               FIXTURES_REQUIRED mambamt_slurm_cluster)
   catch_discover_tests(${target}
     TEST_SPEC "[cuda]" TEST_PREFIX "${target}:cuda:"
     PROPERTIES LABELS "cuda" ENVIRONMENT "${env}" TIMEOUT 1800)

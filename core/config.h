@@ -123,6 +123,9 @@ struct GridConfig {
 GridConfig load_grid(const std::string& path);
 GridConfig parse_grid(const std::string& text, const std::string& source);
 
+// Reads a text file; throws InputError naming the path if it can't.
+std::string read_text(const std::string& path);
+
 // Does this file look like a grid (has [sweep] or [grid])?
 bool is_grid_text(const std::string& text);
 

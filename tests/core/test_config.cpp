@@ -260,7 +260,7 @@ TEST_CASE("config_value_text gives canonical values by dotted key", "[core][conf
   auto c = parse_experiment("[model]\nd_state = 32\nattention_placement = \"uniform\"\n[train]\nlr = 3e-4\n", "v");
   CHECK(config_value_text(c, "model.d_state") == "32");
   CHECK(config_value_text(c, "model.attention_placement") == "\"uniform\"");
-  CHECK(config_value_text(c, "train.lr") == "0.0003");
+  CHECK(config_value_text(c, "train.lr") == "3e-04");
   CHECK(config_value_text(c, "data.synthetic.train_docs") == "2000");
   CHECK(config_value_text(c, "eval.length_buckets") == "[16, 32, 64, 128, 256, 512]");
   CHECK_THROWS(config_value_text(c, "model.nope"));

@@ -1,0 +1,76 @@
+#include "core/device.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "mambamt_version.h"
+
+namespace mambamt::core {
+
+bool torch_has_cuda() {
+#ifdef MAMBAMT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() { return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+torch::Device select_device(const std::string& preference, int local_rank) {
+  int gpus = cuda_device_count();
+  if (preference == "cpu") return torch::Device(torch::kCPU);
+  if (preference == "cuda" || preference == "auto") {
+    if (gpus > 0) return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
+    if (preference == "cuda")
+      throw InputError(std::string("train.device = \"cuda\" but no GPU is visible") +
+                       (torch_has_cuda() ? "" : " (this LibTorch is built without CUDA)"));
+    return torch::Device(torch::kCPU);
+  }
+  throw InputError("unknown device \"" + preference + "\" (use auto, cpu or cuda)");
+}
+
+int configure_threads(int threads, int ranks_on_node) {
+  if (threads <= 0) {
+    cpu_set_t set;
+    int cores = 1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+    threads = std::max(1, cores / std::max(1, ranks_on_node));
+  }
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+namespace {
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  return "unknown";
+}
+}  // namespace
+
+std::map<std::string, std::string> system_info(const torch::Device& device) {
+  std::map<std::string, std::string> info;
+  info["host"] = host_name();
+  info["cpu"] = cpu_model();
+  info["cores"] = std::to_string(::sysconf(_SC_NPROCESSORS_ONLN));
+  info["threads"] = std::to_string(torch::get_num_threads());
+  info["torch"] = TORCH_VERSION;
+  info["torch_cuda"] = torch_has_cuda() ? "yes" : "no";
+  info["gpus"] = std::to_string(cuda_device_count());
+  info["device"] = device.str();
+  info["mambamt_version"] = MAMBAMT_VERSION;
+  info["git_revision"] = MAMBAMT_GIT_REVISION;
+  return info;
+}
+
+}  // namespace mambamt::core

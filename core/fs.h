@@ -1,0 +1,41 @@
+#pragma once
+// Filesystem helpers for crash safety: a file is written under a temporary
+// name in the same directory, synced, and renamed over the real name, so a
+// crash leaves either the old or the new file, never a broken one.
+#include <functional>
+#include <string>
+
+namespace mambamt::core {
+
+// A temporary name next to `path` (same directory, so rename is atomic),
+// unique to this host, process and call: "<dir>/.<name>.tmp.<host>.<pid>.<n>".
+std::string temp_path_for(const std::string& path);
+
+// fsync a file or a directory by path (directories make renames durable).
+void sync_path(const std::string& path);
+
+// Writes `content` to `path` atomically (temp file, fsync, rename, fsync dir).
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Calls write(tmp) to produce the file under a temporary name, then syncs and
+// renames it to `path`. If write throws, the temporary file is removed and
+// `path` is untouched.
+void replace_file_atomic(const std::string& path, const std::function<void(const std::string& tmp)>& write);
+
+// Reads a whole file; throws InputError naming the path if it can't.
+std::string read_file(const std::string& path);
+
+// Creates a directory and its parents (no error if it exists).
+void make_dirs(const std::string& path);
+
+// Current host name.
+std::string host_name();
+
+// Seconds since the Unix epoch, with sub-second resolution.
+double unix_time();
+
+// Removes leftover temporary files in `dir` written by processes of this host
+// that no longer exist (files of other hosts are left alone).
+void remove_stale_temp_files(const std::string& dir);
+
+}  // namespace mambamt::core

@@ -1,0 +1,433 @@
+#include "core/hdf5.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace mambamt::core::h5 {
+
+void init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    H5open();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
+}
+
+std::string last_error() {
+  std::string out;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned n, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* s = static_cast<std::string*>(data);
+        if (n > 3) return 0;  // the innermost few frames say what went wrong
+        if (!s->empty()) *s += "; ";
+        *s += e->desc ? e->desc : "?";
+        return 0;
+      },
+      &out);
+  H5Eclear2(H5E_DEFAULT);
+  return out.empty() ? "HDF5 error" : out;
+}
+
+void Handle::reset() {
+  if (id_ < 0) return;
+  switch (H5Iget_type(id_)) {
+    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_GROUP: H5Gclose(id_); break;
+    case H5I_DATASET: H5Dclose(id_); break;
+    case H5I_ATTR: H5Aclose(id_); break;
+    case H5I_DATASPACE: H5Sclose(id_); break;
+    case H5I_DATATYPE: H5Tclose(id_); break;
+    case H5I_GENPROP_LST: H5Pclose(id_); break;
+    default: break;
+  }
+  id_ = H5I_INVALID_HID;
+}
+
+long open_object_count() {
+  return static_cast<long>(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL));
+}
+
+namespace {
+
+Handle check(hid_t id, const std::string& what) {
+  if (id < 0) throw Error(what + ": " + last_error());
+  return Handle(id);
+}
+
+Handle string_type() {
+  Handle t = check(H5Tcopy(H5T_C_S1), "H5Tcopy");
+  H5Tset_size(t.get(), H5T_VARIABLE);
+  H5Tset_cset(t.get(), H5T_CSET_UTF8);
+  return t;
+}
+
+std::string join_path(const std::string& a, const std::string& b) {
+  if (a.empty() || a == "/") return "/" + b;
+  return a + "/" + b;
+}
+
+// Reads variable- or fixed-length strings of a dataset or attribute.
+template <class ReadFn>
+std::vector<std::string> read_string_data(hid_t file_type, size_t count, ReadFn read) {
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(file_type) > 0) {
+    Handle mem = string_type();
+    std::vector<char*> ptrs(count, nullptr);
+    read(mem.get(), ptrs.data());
+    for (auto* p : ptrs) out.emplace_back(p ? p : "");
+    // Reclaim the library's allocations.
+    for (auto* p : ptrs) H5free_memory(p);
+  } else {
+    size_t len = H5Tget_size(file_type);
+    Handle mem = check(H5Tcopy(H5T_C_S1), "H5Tcopy");
+    H5Tset_size(mem.get(), len);
+    std::vector<char> buf(len * count + 1, 0);
+    read(mem.get(), buf.data());
+    for (size_t i = 0; i < count; ++i) {
+      std::string s(buf.data() + i * len, len);
+      s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Object
+
+void Object::fail(const std::string& what) const {
+  throw Error(file_ + ": " + path_ + ": " + what + ": " + last_error());
+}
+
+bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
+
+std::vector<std::string> Object::attr_names() const {
+  std::vector<std::string> names;
+  H5Aiterate2(
+      id(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(n);
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+namespace {
+
+// Replaces attribute `name` of `obj` with one of `type` and `space` holding `data`.
+void write_attr(const Object& obj, hid_t oid, const std::string& name, hid_t type, hid_t space, const void* data) {
+  if (H5Aexists(oid, name.c_str()) > 0) H5Adelete(oid, name.c_str());
+  Handle a(H5Acreate2(oid, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT));
+  if (!a) throw Error(obj.file() + ": " + obj.path() + ": cannot create attribute " + name + ": " + last_error());
+  if (H5Awrite(a.get(), type, data) < 0)
+    throw Error(obj.file() + ": " + obj.path() + ": cannot write attribute " + name + ": " + last_error());
+}
+
+}  // namespace
+
+void Object::set_attr(const std::string& name, const std::string& value) {
+  Handle t = string_type();
+  Handle s = check(H5Screate(H5S_SCALAR), "H5Screate");
+  const char* p = value.c_str();
+  write_attr(*this, id(), name, t.get(), s.get(), &p);
+}
+
+void Object::set_attr(const std::string& name, int64_t value) {
+  Handle s = check(H5Screate(H5S_SCALAR), "H5Screate");
+  write_attr(*this, id(), name, H5T_NATIVE_INT64, s.get(), &value);
+}
+
+void Object::set_attr(const std::string& name, double value) {
+  Handle s = check(H5Screate(H5S_SCALAR), "H5Screate");
+  write_attr(*this, id(), name, H5T_NATIVE_DOUBLE, s.get(), &value);
+}
+
+void Object::set_attr(const std::string& name, const std::vector<std::string>& value) {
+  Handle t = string_type();
+  hsize_t n = value.size();
+  Handle s = check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
+  std::vector<const char*> ptrs;
+  for (auto& v : value) ptrs.push_back(v.c_str());
+  write_attr(*this, id(), name, t.get(), s.get(), ptrs.data());
+}
+
+void Object::set_attr(const std::string& name, const std::vector<double>& value) {
+  hsize_t n = value.size();
+  Handle s = check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
+  write_attr(*this, id(), name, H5T_NATIVE_DOUBLE, s.get(), value.data());
+}
+
+std::string Object::attr_string(const std::string& name) const {
+  auto v = attr_strings(name);
+  if (v.size() != 1) fail("attribute " + name + " is not a single string");
+  return v[0];
+}
+
+std::vector<std::string> Object::attr_strings(const std::string& name) const {
+  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT));
+  if (!a) fail("no attribute " + name);
+  Handle ft(H5Aget_type(a.get()));
+  if (H5Tget_class(ft.get()) != H5T_STRING) fail("attribute " + name + " is not a string");
+  Handle sp(H5Aget_space(a.get()));
+  hssize_t n = H5Sget_simple_extent_npoints(sp.get());
+  return read_string_data(ft.get(), static_cast<size_t>(n), [&](hid_t mem, void* buf) {
+    if (H5Aread(a.get(), mem, buf) < 0) fail("cannot read attribute " + name);
+  });
+}
+
+std::vector<double> Object::attr_doubles(const std::string& name) const {
+  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT));
+  if (!a) fail("no attribute " + name);
+  Handle sp(H5Aget_space(a.get()));
+  hssize_t n = H5Sget_simple_extent_npoints(sp.get());
+  std::vector<double> out(static_cast<size_t>(n));
+  if (n > 0 && H5Aread(a.get(), H5T_NATIVE_DOUBLE, out.data()) < 0) fail("cannot read attribute " + name);
+  return out;
+}
+
+int64_t Object::attr_int(const std::string& name) const {
+  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT));
+  if (!a) fail("no attribute " + name);
+  int64_t v = 0;
+  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) fail("cannot read attribute " + name + " as an integer");
+  return v;
+}
+
+double Object::attr_double(const std::string& name) const {
+  auto v = attr_doubles(name);
+  if (v.size() != 1) fail("attribute " + name + " is not a single number");
+  return v[0];
+}
+
+std::string Object::attr_string_or(const std::string& name, const std::string& def) const {
+  return has_attr(name) ? attr_string(name) : def;
+}
+int64_t Object::attr_int_or(const std::string& name, int64_t def) const {
+  return has_attr(name) ? attr_int(name) : def;
+}
+double Object::attr_double_or(const std::string& name, double def) const {
+  return has_attr(name) ? attr_double(name) : def;
+}
+
+// ---------------------------------------------------------------- Dataset
+
+std::vector<uint64_t> Dataset::shape() const {
+  Handle sp(H5Dget_space(id()));
+  int rank = H5Sget_simple_extent_ndims(sp.get());
+  std::vector<hsize_t> dims(std::max(rank, 0));
+  if (rank > 0) H5Sget_simple_extent_dims(sp.get(), dims.data(), nullptr);
+  return std::vector<uint64_t>(dims.begin(), dims.end());
+}
+
+hid_t Dataset::type_class() const {
+  Handle t(H5Dget_type(id()));
+  return H5Tget_class(t.get());
+}
+
+size_t Dataset::type_size() const {
+  Handle t(H5Dget_type(id()));
+  return H5Tget_size(t.get());
+}
+
+void Dataset::read_raw(hid_t mem_type, void* out) const {
+  if (H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) fail("cannot read");
+}
+
+namespace {
+size_t element_count(const std::vector<uint64_t>& shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+}  // namespace
+
+std::vector<double> Dataset::read_doubles() const {
+  std::vector<double> out(element_count(shape()));
+  if (!out.empty()) read_raw(H5T_NATIVE_DOUBLE, out.data());
+  return out;
+}
+
+std::vector<int64_t> Dataset::read_ints() const {
+  std::vector<int64_t> out(element_count(shape()));
+  if (!out.empty()) read_raw(H5T_NATIVE_INT64, out.data());
+  return out;
+}
+
+std::vector<std::string> Dataset::read_strings() const {
+  Handle ft(H5Dget_type(id()));
+  if (H5Tget_class(ft.get()) != H5T_STRING) fail("not a string dataset");
+  size_t n = element_count(shape());
+  return read_string_data(ft.get(), n, [&](hid_t mem, void* buf) { read_raw(mem, buf); });
+}
+
+std::string Dataset::read_string() const {
+  auto v = read_strings();
+  if (v.size() != 1) fail("not a single string");
+  return v[0];
+}
+
+// ---------------------------------------------------------------- Group
+
+bool Group::has(const std::string& name) const {
+  // H5Lexists on a nested path needs every parent to exist; walk it.
+  std::string sofar;
+  size_t start = 0;
+  while (true) {
+    size_t slash = name.find('/', start);
+    sofar = name.substr(0, slash);
+    if (H5Lexists(id(), sofar.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (slash == std::string::npos) return true;
+    start = slash + 1;
+  }
+}
+
+bool Group::has_group(const std::string& name) const {
+  if (!has(name)) return false;
+  H5O_info_t info;
+  if (H5Oget_info_by_name(id(), name.c_str(), &info, H5P_DEFAULT) < 0) return false;
+  return info.type == H5O_TYPE_GROUP;
+}
+
+bool Group::has_dataset(const std::string& name) const {
+  if (!has(name)) return false;
+  H5O_info_t info;
+  if (H5Oget_info_by_name(id(), name.c_str(), &info, H5P_DEFAULT) < 0) return false;
+  return info.type == H5O_TYPE_DATASET;
+}
+
+std::vector<std::string> Group::children() const {
+  std::vector<std::string> names;
+  H5Literate(
+      id(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* n, const H5L_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(n);
+        return 0;
+      },
+      &names);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Group Group::group(const std::string& name) const {
+  Handle g(H5Gopen2(id(), name.c_str(), H5P_DEFAULT));
+  if (!g) fail("no group " + name);
+  return Group(std::move(g), file_, join_path(path_, name));
+}
+
+Group Group::create_group(const std::string& name) {
+  Handle lcpl = check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle g(H5Gcreate2(id(), name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!g) fail("cannot create group " + name);
+  return Group(std::move(g), file_, join_path(path_, name));
+}
+
+Group Group::require_group(const std::string& name) { return has(name) ? group(name) : create_group(name); }
+
+Dataset Group::dataset(const std::string& name) const {
+  Handle d(H5Dopen2(id(), name.c_str(), H5P_DEFAULT));
+  if (!d) fail("no dataset " + name);
+  return Dataset(std::move(d), file_, join_path(path_, name));
+}
+
+void Group::remove(const std::string& name) {
+  if (H5Ldelete(id(), name.c_str(), H5P_DEFAULT) < 0) fail("cannot remove " + name);
+}
+
+Dataset Group::write_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape, const void* data,
+                         bool chunked_extendible) {
+  if (has(name)) remove(name);
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space;
+  Handle dcpl = check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate");
+  if (dims.empty()) {
+    space = check(H5Screate(H5S_SCALAR), "H5Screate");
+  } else if (chunked_extendible) {
+    std::vector<hsize_t> maxdims(dims.size(), H5S_UNLIMITED);
+    space = check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), maxdims.data()), "H5Screate_simple");
+    std::vector<hsize_t> chunk(dims.size(), 1);
+    chunk[0] = 256;
+    H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+  } else {
+    space = check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), "H5Screate_simple");
+  }
+  Handle lcpl = check(H5Pcreate(H5P_LINK_CREATE), "H5Pcreate");
+  H5Pset_create_intermediate_group(lcpl.get(), 1);
+  Handle d(H5Dcreate2(id(), name.c_str(), type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT));
+  if (!d) fail("cannot create dataset " + name);
+  size_t n = element_count(shape);
+  if (n > 0 && data && H5Dwrite(d.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail("cannot write dataset " + name);
+  return Dataset(std::move(d), file_, join_path(path_, name));
+}
+
+Dataset Group::write_scalar(const std::string& name, double value) {
+  return write_raw(name, H5T_NATIVE_DOUBLE, {}, &value);
+}
+
+Dataset Group::write_string(const std::string& name, const std::string& value) {
+  Handle t = string_type();
+  const char* p = value.c_str();
+  return write_raw(name, t.get(), {}, &p);
+}
+
+Dataset Group::write_doubles(const std::string& name, const std::vector<double>& values,
+                             const std::vector<uint64_t>& shape) {
+  std::vector<uint64_t> s = shape.empty() ? std::vector<uint64_t>{values.size()} : shape;
+  if (element_count(s) != values.size()) throw Error(file_ + ": " + name + ": shape does not match the values");
+  return write_raw(name, H5T_NATIVE_DOUBLE, s, values.data());
+}
+
+Dataset Group::write_ints(const std::string& name, const std::vector<int64_t>& values) {
+  return write_raw(name, H5T_NATIVE_INT64, {values.size()}, values.data());
+}
+
+Dataset Group::write_strings(const std::string& name, const std::vector<std::string>& values) {
+  Handle t = string_type();
+  std::vector<const char*> ptrs;
+  for (auto& v : values) ptrs.push_back(v.c_str());
+  return write_raw(name, t.get(), {values.size()}, ptrs.data());
+}
+
+// ---------------------------------------------------------------- File
+
+File File::create(const std::string& path, bool truncate) {
+  init();
+  Handle fcpl = check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate");
+  // Track creation order so h5py/h5dump can list in write order if asked.
+  H5Pset_link_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED);
+  Handle f(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT));
+  if (!f) throw Error(path + ": cannot create HDF5 file: " + last_error());
+  return File(std::move(f), path);
+}
+
+File File::open(const std::string& path, Mode mode) {
+  init();
+  Handle f(H5Fopen(path.c_str(), mode == Mode::ReadWrite ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!f) throw InputError(path + ": cannot open HDF5 file: " + last_error());
+  return File(std::move(f), path);
+}
+
+bool File::is_hdf5(const std::string& path) {
+  init();
+  htri_t r = H5Fis_hdf5(path.c_str());
+  H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+Group File::root() const {
+  Handle g(H5Gopen2(h_.get(), "/", H5P_DEFAULT));
+  if (!g) throw Error(path_ + ": cannot open root group: " + last_error());
+  return Group(std::move(g), path_, "/");
+}
+
+void File::flush() {
+  if (H5Fflush(h_.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(path_ + ": flush failed: " + last_error());
+}
+
+}  // namespace mambamt::core::h5

@@ -1,0 +1,151 @@
+#pragma once
+// A thin RAII layer over the HDF5 C API. Every hid_t is owned by a Handle that
+// closes it with the matching H5?close; failures throw mambamt::Error with the
+// HDF5 error stack and the file name. Files written here are plain groups,
+// datasets and attributes, readable with h5dump and h5py.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mambamt::core::h5 {
+
+// Owns one HDF5 identifier.
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      o.id_ = H5I_INVALID_HID;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+// Identifiers of any kind still open in this process (a leak check for tests).
+long open_object_count();
+
+class Dataset;
+class Group;
+
+// A group or dataset: both carry attributes.
+class Object {
+ public:
+  hid_t id() const { return h_.get(); }
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }
+
+  bool has_attr(const std::string& name) const;
+  std::vector<std::string> attr_names() const;
+  void set_attr(const std::string& name, const std::string& value);
+  void set_attr(const std::string& name, const char* value) { set_attr(name, std::string(value)); }
+  void set_attr(const std::string& name, int64_t value);
+  void set_attr(const std::string& name, double value);
+  void set_attr(const std::string& name, const std::vector<std::string>& value);
+  void set_attr(const std::string& name, const std::vector<double>& value);
+  std::string attr_string(const std::string& name) const;
+  int64_t attr_int(const std::string& name) const;
+  double attr_double(const std::string& name) const;
+  std::vector<std::string> attr_strings(const std::string& name) const;
+  std::vector<double> attr_doubles(const std::string& name) const;
+  // Defaults for absent attributes.
+  std::string attr_string_or(const std::string& name, const std::string& def) const;
+  int64_t attr_int_or(const std::string& name, int64_t def) const;
+  double attr_double_or(const std::string& name, double def) const;
+
+ protected:
+  Object(Handle h, std::string file, std::string path) : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  [[noreturn]] void fail(const std::string& what) const;
+  Handle h_;
+  std::string file_;  // for messages
+  std::string path_;  // path inside the file
+};
+
+class Dataset : public Object {
+ public:
+  std::vector<uint64_t> shape() const;
+  // The whole dataset converted to doubles / int64 / strings.
+  std::vector<double> read_doubles() const;
+  std::vector<int64_t> read_ints() const;
+  std::vector<std::string> read_strings() const;
+  std::string read_string() const;  // a scalar string dataset
+  // Raw read in the dataset's own memory type `mem_type` into `out`.
+  void read_raw(hid_t mem_type, void* out) const;
+  hid_t type_class() const;  // H5T_class_t of the stored type
+  size_t type_size() const;
+
+ private:
+  friend class Group;
+  using Object::Object;
+};
+
+class Group : public Object {
+ public:
+  bool has(const std::string& name) const;  // a direct child (group or dataset)
+  bool has_group(const std::string& name) const;
+  bool has_dataset(const std::string& name) const;
+  std::vector<std::string> children() const;  // names, sorted
+  Group group(const std::string& name) const;  // open (throws if absent)
+  Group create_group(const std::string& name);  // intermediate groups created
+  Group require_group(const std::string& name);  // open or create
+  Dataset dataset(const std::string& name) const;
+  void remove(const std::string& name);
+
+  // Scalars and 1-D / N-D arrays.
+  Dataset write_scalar(const std::string& name, double value);
+  Dataset write_string(const std::string& name, const std::string& value);
+  Dataset write_doubles(const std::string& name, const std::vector<double>& values,
+                        const std::vector<uint64_t>& shape = {});
+  Dataset write_ints(const std::string& name, const std::vector<int64_t>& values);
+  Dataset write_strings(const std::string& name, const std::vector<std::string>& values);
+  // Raw data of an HDF5 memory type with the given shape (empty shape = scalar).
+  Dataset write_raw(const std::string& name, hid_t type, const std::vector<uint64_t>& shape, const void* data,
+                    bool chunked_extendible = false);
+
+ private:
+  friend class File;
+  using Object::Object;
+};
+
+class File {
+ public:
+  enum class Mode { ReadOnly, ReadWrite };
+  // Creates a new file; fails if it exists unless `truncate`.
+  static File create(const std::string& path, bool truncate = false);
+  static File open(const std::string& path, Mode mode = Mode::ReadOnly);
+  // Is this a readable HDF5 file?
+  static bool is_hdf5(const std::string& path);
+
+  Group root() const;
+  const std::string& path() const { return path_; }
+  void flush();
+  void close() { h_.reset(); }
+
+ private:
+  File(Handle h, std::string path) : h_(std::move(h)), path_(std::move(path)) {}
+  Handle h_;
+  std::string path_;
+};
+
+// The HDF5 error stack of the last failure as one line (for messages).
+std::string last_error();
+
+// One-time library setup: silence HDF5's own printing (we throw instead).
+void init();
+
+}  // namespace mambamt::core::h5

@@ -1,0 +1,133 @@
+#pragma once
+// The experiment store: one HDF5 file per experiment (runs/<sweep>/exp/<id>/
+// store.h5) holding its config, status, metric series, evaluation results and
+// system info. Only the worker that owns an experiment writes its store;
+// status, the collector and users read it at any time.
+//
+// Crash safety: the owner holds the whole store in memory (it is small:
+// metric series and result tables); every commit writes it to a temporary
+// file next to store.h5, syncs it and renames it over store.h5. A process
+// killed at any moment leaves the last committed store intact and readable,
+// readers never see a half-written file, and the file never accumulates the
+// free space that in-place HDF5 updates leave behind. See the README.
+//
+// Layout (all plain HDF5; h5dump and h5py read it):
+//   /                 attrs: format ("mambamt-store"), format_version, experiment_id, name, sweep
+//   /config           scalar string dataset: the canonical experiment TOML
+//   /status           group, attrs: state, attempts, last_error, host, pid, job_id,
+//                     created, started, updated, finished (Unix seconds), step, total_steps
+//   /metrics/<name>   compound dataset {step int64, value float64, time float64}, extendible
+//   /results/<path>   scalar float64 datasets (e.g. results/test/bleu) and 2-D float64
+//                     tables with string attrs `rows` and `columns`
+//   /results/text/<name>  string datasets (e.g. hypothesis file names, notes)
+//   /system           attrs: host, cpu, threads, torch, cuda, device, git_revision, ...
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mambamt::core {
+
+enum class RunState { pending, running, completed, failed, interrupted };
+
+const char* to_string(RunState s);
+RunState run_state_from(const std::string& s);  // throws Error on an unknown name
+
+struct StoreStatus {
+  RunState state = RunState::pending;
+  int64_t attempts = 0;        // attempts started so far
+  std::string last_error;      // message of the last failure
+  std::string host;            // host of the last attempt
+  int64_t pid = 0;
+  std::string job_id;          // scheduler job of the last attempt
+  double created = 0;          // Unix seconds
+  double started = 0;          // start of the last attempt
+  double updated = 0;          // last commit
+  double finished = 0;         // completed or failed
+  int64_t step = 0;            // training step reached
+  int64_t total_steps = 0;     // planned steps
+};
+
+struct MetricPoint {
+  int64_t step = 0;
+  double value = 0;
+  double time = 0;  // Unix seconds
+};
+
+// A small 2-D table of numbers with labels (NaN = missing cell).
+struct ResultTable {
+  std::vector<std::string> rows;
+  std::vector<std::string> columns;
+  std::vector<double> values;  // row-major, rows.size() * columns.size()
+  double at(size_t r, size_t c) const { return values.at(r * columns.size() + c); }
+};
+
+// Everything a reader gets from a store, read in one go.
+struct StoreSnapshot {
+  std::string path;
+  std::string experiment_id;
+  std::string name;    // human label (variant name or varied keys)
+  std::string sweep;
+  std::string config;  // canonical TOML
+  StoreStatus status;
+  std::map<std::string, std::vector<MetricPoint>> metrics;
+  std::map<std::string, double> scalars;       // results/<path> -> value
+  std::map<std::string, ResultTable> tables;   // results/<path> -> table
+  std::map<std::string, std::string> texts;    // results/text/<name>
+  std::map<std::string, std::string> system;
+};
+
+// Identity written once at creation.
+struct StoreIdentity {
+  std::string experiment_id;
+  std::string name;
+  std::string sweep;
+  std::string config;  // canonical TOML
+};
+
+class ExperimentStore {
+ public:
+  // Creates a new store (status pending). Throws if the file exists.
+  static ExperimentStore create(const std::string& path, const StoreIdentity& identity);
+  // Opens an existing store for writing (its owner). Throws InputError if it is
+  // not a readable store.
+  static ExperimentStore open(const std::string& path);
+  // Reads a whole store (any process, any time). Throws InputError naming the
+  // path if the file is missing or not a mambamt store.
+  static StoreSnapshot read(const std::string& path);
+
+  ExperimentStore(ExperimentStore&&) noexcept;
+  ExperimentStore& operator=(ExperimentStore&&) noexcept;
+  ~ExperimentStore();  // commits what is pending when it can; never throws
+
+  const std::string& path() const { return path_; }
+  const StoreStatus& status() const { return data_.status; }
+
+  // Changes are buffered in memory until commit().
+  void set_status(const StoreStatus& s);
+  void append_metric(const std::string& name, int64_t step, double value, double time = 0 /* now */);
+  void set_scalar(const std::string& path, double value);  // "test/bleu"
+  void set_table(const std::string& path, const ResultTable& table);
+  void set_text(const std::string& name, const std::string& value);
+  void set_system(const std::map<std::string, std::string>& info);
+  // Removes results/ entirely (an evaluation rerun replaces its results).
+  void clear_results();
+
+  // Writes every pending change atomically. After it returns, the changes
+  // survive any crash of this process.
+  void commit();
+  bool has_pending() const;
+
+  // The store as it will be after the next commit (the owner's view).
+  const StoreSnapshot& contents() const { return data_; }
+  const std::map<std::string, std::vector<MetricPoint>>& metrics() const { return data_.metrics; }
+
+ private:
+  ExperimentStore() = default;
+
+  std::string path_;
+  StoreSnapshot data_;
+  bool dirty_ = false;
+};
+
+}  // namespace mambamt::core

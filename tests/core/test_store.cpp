@@ -1,0 +1,349 @@
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/hdf5.h"
+#include "core/store.h"
+#include "test_util.h"
+
+using namespace mambamt::core;
+namespace fs = std::filesystem;
+
+TEST_CASE("a store round-trips config, status, metrics, results and system info", "[core][store]") {
+  TempDir tmp;
+  std::string path = tmp.path("store.h5");
+  {
+    ExperimentStore st = ExperimentStore::create(path, {"abc123", "ratio=0.125", "demo", "[model]\nd_model = 8\n"});
+    CHECK(st.status().state == RunState::pending);
+    StoreStatus s = st.status();
+    s.state = RunState::running;
+    s.attempts = 1;
+    s.host = "node7";
+    s.step = 10;
+    s.total_steps = 100;
+    st.set_status(s);
+    for (int i = 0; i < 5; ++i) st.append_metric("loss", i * 10, 5.0 - i, 1000.0 + i);
+    st.commit();
+    for (int i = 5; i < 8; ++i) st.append_metric("loss", i * 10, 5.0 - i, 1000.0 + i);
+    st.append_metric("lr", 70, 1e-4);
+    st.set_scalar("test/bleu", 31.5);
+    st.set_scalar("test/chrf", std::nan(""));
+    ResultTable t;
+    t.rows = {"he", "she"};
+    t.columns = {"accuracy", "n"};
+    t.values = {0.75, 20, std::nan(""), 0};
+    st.set_table("contrastive/by_pronoun", t);
+    st.set_text("hypotheses", "test.hyp.txt");
+    st.set_system({{"host", "node7"}, {"torch", "1.13"}});
+    st.commit();
+  }
+  CHECK(h5::open_object_count() == 0);
+
+  StoreSnapshot snap = ExperimentStore::read(path);
+  CHECK(h5::open_object_count() == 0);
+  CHECK(snap.experiment_id == "abc123");
+  CHECK(snap.name == "ratio=0.125");
+  CHECK(snap.sweep == "demo");
+  CHECK(snap.config == "[model]\nd_model = 8\n");
+  CHECK(snap.status.state == RunState::running);
+  CHECK(snap.status.attempts == 1);
+  CHECK(snap.status.host == "node7");
+  CHECK(snap.status.step == 10);
+  REQUIRE(snap.metrics.at("loss").size() == 8);
+  CHECK(snap.metrics.at("loss")[7].step == 70);
+  CHECK(snap.metrics.at("loss")[7].value == -2.0);
+  CHECK(snap.metrics.at("loss")[7].time == 1007.0);
+  CHECK(snap.metrics.at("lr").size() == 1);
+  CHECK(snap.scalars.at("test/bleu") == 31.5);
+  CHECK(std::isnan(snap.scalars.at("test/chrf")));
+  auto& tb = snap.tables.at("contrastive/by_pronoun");
+  CHECK(tb.rows == std::vector<std::string>({"he", "she"}));
+  CHECK(tb.columns == std::vector<std::string>({"accuracy", "n"}));
+  CHECK(tb.at(0, 0) == 0.75);
+  CHECK(std::isnan(tb.at(1, 0)));
+  CHECK(snap.texts.at("hypotheses") == "test.hyp.txt");
+  CHECK(snap.system.at("torch") == "1.13");
+
+  // The owner reopens and continues appending.
+  {
+    ExperimentStore st = ExperimentStore::open(path);
+    CHECK(st.metrics().at("loss").size() == 8);
+    st.append_metric("loss", 80, -3.0);
+    st.clear_results();
+    st.set_scalar("test/bleu", 32.0);
+    st.commit();
+  }
+  snap = ExperimentStore::read(path);
+  CHECK(snap.metrics.at("loss").size() == 9);
+  CHECK(snap.scalars.size() == 1);
+  CHECK(snap.tables.empty());
+  CHECK(snap.scalars.at("test/bleu") == 32.0);
+  CHECK(h5::open_object_count() == 0);
+}
+
+TEST_CASE("a store is readable with h5dump", "[core][store]") {
+  TempDir tmp;
+  std::string path = tmp.path("store.h5");
+  {
+    ExperimentStore st = ExperimentStore::create(path, {"abc", "n", "s", "cfg"});
+    st.append_metric("loss", 1, 2.5);
+    st.commit();
+  }
+  std::string out = run_command("h5dump -d /metrics/loss " + path);
+  CHECK(out.find("\"step\"") != std::string::npos);
+  CHECK(out.find("2.5") != std::string::npos);
+}
+
+TEST_CASE("store errors name the file and leave it untouched", "[core][store]") {
+  TempDir tmp;
+  CHECK_THROWS_WITH(ExperimentStore::read(tmp.path("none.h5")), Catch::Contains("none.h5: no such store"));
+  write_text(tmp.path("junk.h5"), "not hdf5");
+  CHECK_THROWS_WITH(ExperimentStore::read(tmp.path("junk.h5")), Catch::Contains("junk.h5: not an HDF5 file"));
+  CHECK(read_text(tmp.path("junk.h5")) == "not hdf5");
+  // An HDF5 file that is not a store.
+  { h5::File::create(tmp.path("other.h5")).root().set_attr("x", int64_t(1)); }
+  CHECK_THROWS_WITH(ExperimentStore::read(tmp.path("other.h5")), Catch::Contains("other.h5: not a mambamt store"));
+  std::string path = tmp.path("s.h5");
+  ExperimentStore::create(path, {"a", "b", "c", "d"});
+  CHECK_THROWS_WITH(ExperimentStore::create(path, {"a", "b", "c", "d"}), Catch::Contains("already exists"));
+  ExperimentStore st = ExperimentStore::open(path);
+  ResultTable bad;
+  bad.rows = {"a"};
+  bad.columns = {"x", "y"};
+  bad.values = {1};
+  CHECK_THROWS_WITH(st.set_table("t", bad), Catch::Contains("1 values for 1 rows x 2 columns"));
+  CHECK(h5::open_object_count() == 0);
+}
+
+TEST_CASE("checkpoints read back bitwise equal for every dtype and shape", "[core][checkpoint]") {
+  TempDir tmp;
+  torch::manual_seed(7);
+  Checkpoint c;
+  c.tensors["model/encoder.layers.0.weight"] = torch::randn({3, 5});
+  c.tensors["model/scalar"] = torch::randn({});
+  c.tensors["f64"] = torch::randn({2, 2, 2}, torch::kFloat64);
+  c.tensors["bf16"] = torch::randn({7}).to(torch::kBFloat16);
+  c.tensors["f16"] = torch::randn({4, 1}).to(torch::kFloat16);
+  c.tensors["i64"] = torch::randint(-1000, 1000, {6}, torch::kInt64);
+  c.tensors["i32"] = torch::randint(-1000, 1000, {6}, torch::kInt32);
+  c.tensors["u8"] = torch::randint(0, 255, {9}, torch::kUInt8);
+  c.tensors["bool"] = torch::randn({5}) > 0;
+  c.tensors["empty"] = torch::empty({0, 3});
+  c.tensors["noncontig"] = torch::randn({4, 6}).t();
+  c.tensors["nan"] = torch::tensor({std::nan(""), std::numeric_limits<double>::infinity(), -0.0});
+  c.ints["step"] = 1234;
+  c.floats["best"] = 0.125;
+  c.strings["rng"] = std::string("state\0with nul", 14).substr(0, 5);
+  std::string path = tmp.path("c.h5");
+  write_checkpoint(path, c);
+  Checkpoint r = read_checkpoint(path);
+  REQUIRE(r.tensors.size() == c.tensors.size());
+  for (auto& [name, t] : c.tensors) {
+    INFO(name);
+    auto& u = r.tensors.at(name);
+    CHECK(u.scalar_type() == t.scalar_type());
+    CHECK(u.sizes() == t.sizes());
+    auto a = t.contiguous(), b = u.contiguous();
+    CHECK(std::memcmp(a.data_ptr(), b.data_ptr(), a.numel() * a.element_size()) == 0);
+  }
+  CHECK(r.ints.at("step") == 1234);
+  CHECK(r.floats.at("best") == 0.125);
+  CHECK(r.strings.at("rng") == "state");
+  CHECK(h5::open_object_count() == 0);
+  CHECK_THROWS_WITH(read_checkpoint(tmp.path("missing.h5")), Catch::Contains("missing.h5: no such checkpoint"));
+}
+
+TEST_CASE("a checkpoint directory keeps the last K and the best", "[core][checkpoint]") {
+  TempDir tmp;
+  CheckpointDir dir(tmp.path("ckpt"));
+  CHECK_FALSE(dir.latest_step().has_value());
+  for (int64_t s : {10, 20, 30, 40}) {
+    Checkpoint c;
+    c.ints["step"] = s;
+    c.tensors["w"] = torch::full({2}, static_cast<double>(s));
+    dir.save(s, c, 2, /*is_best=*/s == 20);
+  }
+  CHECK(dir.steps() == std::vector<int64_t>({30, 40}));
+  CHECK(*dir.latest_step() == 40);
+  CHECK(read_checkpoint(dir.best_path()).ints.at("step") == 20);
+  // A temporary file left by a crash is never listed.
+  write_text(tmp.path("ckpt/.step_00000050.h5.tmp.host.1.0"), "partial");
+  CHECK(*dir.latest_step() == 40);
+}
+
+TEST_CASE("atomic writes replace whole files and clean up on failure", "[core][fs]") {
+  TempDir tmp;
+  std::string p = tmp.path("f.txt");
+  write_file_atomic(p, "one");
+  write_file_atomic(p, "two");
+  CHECK(read_text(p) == "two");
+  CHECK_THROWS(replace_file_atomic(p, [](const std::string& t) {
+    write_text(t, "partial");
+    throw mambamt::Error("boom");
+  }));
+  CHECK(read_text(p) == "two");
+  int files = 0;
+  for (auto& e : fs::directory_iterator(tmp.dir())) files += e.is_regular_file();
+  CHECK(files == 1);
+}
+
+// ------------------------------------------------------------------ crash safety
+
+// The child of the crash test: appends metrics and writes checkpoints in a
+// loop, reporting on fd MAMBAMT_CRASH_FD what it has committed. Hidden ([.]):
+// it runs only when the crash test starts it by name.
+TEST_CASE("crash writer child", "[.][crash-writer]") {
+  const char* dir = std::getenv("MAMBAMT_CRASH_DIR");
+  const char* fd_s = std::getenv("MAMBAMT_CRASH_FD");
+  if (!dir || !fd_s) {
+    WARN("only the crash-safety test runs this, with MAMBAMT_CRASH_DIR and MAMBAMT_CRASH_FD set");
+    return;
+  }
+  int fd = std::atoi(fd_s);
+  std::string store_path = std::string(dir) + "/store.h5";
+  if (!fs::exists(store_path)) ExperimentStore::create(store_path, {"crash", "crash", "crash", "cfg"});
+  ExperimentStore st = ExperimentStore::open(store_path);
+  CheckpointDir ckpt(std::string(dir) + "/ckpt");
+  int64_t step = st.metrics().count("loss") ? static_cast<int64_t>(st.metrics().at("loss").size()) : 0;
+  auto report = [&](char kind, int64_t s) {
+    std::string line = std::string(1, kind) + " " + std::to_string(s) + "\n";
+    (void)!::write(fd, line.data(), line.size());
+  };
+  for (;; ++step) {
+    st.append_metric("loss", step, 0.5 * static_cast<double>(step));
+    st.append_metric("lr", step, 1.0 / (1.0 + static_cast<double>(step)));
+    StoreStatus s = st.status();
+    s.step = step;
+    st.set_status(s);
+    st.commit();
+    report('F', step);
+    if (step % 5 == 0) {
+      Checkpoint c;
+      c.ints["step"] = step;
+      c.tensors["w"] = torch::full({64, 64}, static_cast<double>(step));
+      ckpt.save(step, c, 2);
+      report('C', step);
+    }
+  }
+}
+
+TEST_CASE("a store survives SIGKILL at 20 random moments", "[core][store][slow]") {
+  TempDir tmp;
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> wait_ms(30, 400);
+  int64_t flushed_total = -1;
+  for (int kill_no = 0; kill_no < 20; ++kill_no) {
+    int pipefd[2];
+    REQUIRE(::pipe(pipefd) == 0);
+    std::string exe = fs::read_symlink("/proc/self/exe").string();
+    setenv("MAMBAMT_CRASH_DIR", tmp.dir().c_str(), 1);
+    setenv("MAMBAMT_CRASH_FD", "3", 1);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    // Close the read end first: it may be fd 3 itself.
+    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> args = {exe, "crash writer child"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    REQUIRE(posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(pipefd[1]);
+    // Let it get going (the first kill waits for the first commit), then kill.
+    std::string reported;
+    char buf[4096];
+    fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+    auto start = std::chrono::steady_clock::now();
+    auto deadline = start + std::chrono::milliseconds(wait_ms(rng));
+    while (std::chrono::steady_clock::now() < deadline || reported.find('F') == std::string::npos) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(120)) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        FAIL("the writer reported no commit within 120 s");
+      }
+      ssize_t n = ::read(pipefd[0], buf, sizeof buf);
+      if (n > 0) reported.append(buf, static_cast<size_t>(n));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    fcntl(pipefd[0], F_SETFL, 0);
+    ssize_t n;
+    while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) reported.append(buf, static_cast<size_t>(n));
+    ::close(pipefd[0]);
+
+    int64_t last_flush = -1, last_ckpt = -1;
+    std::istringstream in(reported);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.size() < 3) continue;
+      int64_t v = std::stoll(line.substr(2));
+      if (line[0] == 'F') last_flush = v;
+      if (line[0] == 'C') last_ckpt = v;
+    }
+    INFO("kill " << kill_no << ": last reported flush " << last_flush << ", checkpoint " << last_ckpt);
+    REQUIRE(last_flush >= 0);
+    REQUIRE(last_flush > flushed_total);
+    flushed_total = last_flush;
+
+    // The store opens and holds every metric flushed before the kill, in order.
+    StoreSnapshot snap = ExperimentStore::read(tmp.path("store.h5"));
+    auto& loss = snap.metrics.at("loss");
+    REQUIRE(static_cast<int64_t>(loss.size()) >= last_flush + 1);
+    for (size_t i = 0; i < loss.size(); ++i) {
+      REQUIRE(loss[i].step == static_cast<int64_t>(i));
+      REQUIRE(loss[i].value == 0.5 * static_cast<double>(i));
+    }
+    REQUIRE(snap.metrics.at("lr").size() == loss.size());
+    // The newest checkpoint loads and is the one of its step.
+    CheckpointDir ckpt(tmp.path("ckpt"));
+    auto latest = ckpt.latest_step();
+    if (last_ckpt >= 0) {
+      REQUIRE(latest.has_value());
+      REQUIRE(*latest >= last_ckpt);
+    }
+    if (latest) {
+      Checkpoint c = read_checkpoint(ckpt.path_for_step(*latest));
+      REQUIRE(c.ints.at("step") == *latest);
+      REQUIRE(torch::equal(c.tensors.at("w"), torch::full({64, 64}, static_cast<double>(*latest))));
+    }
+  }
+  CHECK(h5::open_object_count() == 0);
+}
+
+TEST_CASE("a store's size follows its contents, not the number of commits", "[core][store]") {
+  TempDir tmp;
+  std::string path = tmp.path("store.h5");
+  ExperimentStore st = ExperimentStore::create(path, {"a", "b", "c", "d"});
+  for (int i = 0; i < 1000; ++i) {
+    st.append_metric("loss", i, 1.0 / (i + 1));
+    StoreStatus s = st.status();
+    s.step = i;
+    s.last_error = std::string(static_cast<size_t>(i % 50), 'x');
+    st.set_status(s);
+    st.commit();
+  }
+  // 1000 points x 24 bytes plus a few KiB of structure; in-place HDF5 updates
+  // would have grown the file with every commit.
+  CHECK(fs::file_size(path) < 64 * 1024);
+  CHECK(ExperimentStore::read(path).metrics.at("loss").size() == 1000);
+}

@@ -1,0 +1,85 @@
+#pragma once
+// Helpers shared by the tests of every folder.
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "mambamt_test_paths.h"
+
+// A fresh directory under $TMPDIR, removed at scope exit (kept when the
+// environment has MAMBAMT_KEEP_TMP=1, for debugging).
+class TempDir {
+ public:
+  TempDir() {
+    std::string base = std::filesystem::temp_directory_path().string() + "/mambamt-test-XXXXXX";
+    if (!::mkdtemp(base.data())) throw std::runtime_error("mkdtemp failed");
+    dir_ = base;
+  }
+  ~TempDir() {
+    const char* keep = std::getenv("MAMBAMT_KEEP_TMP");
+    if (keep && std::string(keep) == "1") return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& dir() const { return dir_; }
+  std::string path(const std::string& rel) const { return dir_ + "/" + rel; }
+
+ private:
+  std::string dir_;
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CommandResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command, capturing stdout and stderr together.
+inline CommandResult run_shell(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+inline std::string run_command(const std::string& cmd) { return run_shell(cmd).output; }
+
+// The repository root and the built binary (set by CTest for every test).
+inline std::string source_dir() {
+  const char* s = std::getenv("MAMBAMT_SOURCE_DIR");
+  return s ? s : MAMBAMT_SOURCE_DIR_FALLBACK;
+}
+
+inline std::string mambamt_binary() {
+  const char* s = std::getenv("MAMBAMT_BINARY");
+  return s ? s : MAMBAMT_BINARY_FALLBACK;
+}
