@@ -1,0 +1,265 @@
+#include "models/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/Parallel.h>
+
+#include "models/detail/init.h"
+
+namespace mambamt::models {
+
+// ------------------------------------------------------------------ RMSNorm
+
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& o) : options(o) {
+  weight = register_parameter("weight", torch::ones({o.dim()}));
+}
+
+namespace {
+
+// Inference fast path for float32 on CPU: one pass per row, one allocation
+// (decode steps would otherwise spend a handful of tiny ops per norm).
+torch::Tensor rms_norm_fused(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor xc = x.contiguous();
+  torch::Tensor out = torch::empty_like(xc);
+  const int64_t dim = weight.size(0), rows = xc.numel() / dim;
+  const float* in = xc.data_ptr<float>();
+  const float* w = weight.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xi = in + r * dim;
+      float* oi = o + r * dim;
+      float ss = 0.f;
+      for (int64_t j = 0; j < dim; ++j) ss += xi[j] * xi[j];
+      const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + static_cast<float>(eps));
+      for (int64_t j = 0; j < dim; ++j) oi[j] = xi[j] * scale * w[j];
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
+  if (!torch::GradMode::is_enabled() && x.is_cpu() && x.scalar_type() == torch::kFloat &&
+      weight.scalar_type() == torch::kFloat && weight.is_contiguous())
+    return rms_norm_fused(x, weight, options.eps());
+  // Computed in float32 at least, so bf16 activations keep their scale.
+  torch::Tensor xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+  torch::Tensor r = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());
+  return (xf * r).to(x.scalar_type()) * weight;
+}
+
+// ------------------------------------------------------------------ RoPE
+
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& positions, int64_t dim, double base,
+                                                    torch::ScalarType dtype) {
+  TORCH_CHECK(dim % 2 == 0, "RoPE needs an even head dimension, got ", dim);
+  auto fopts = torch::TensorOptions().dtype(torch::kDouble).device(positions.device());
+  // inv_freq[i] = base^(-2i/dim), in float64 so long positions keep their angle.
+  torch::Tensor inv = torch::pow(base, -torch::arange(0, dim, 2, fopts) / static_cast<double>(dim));
+  torch::Tensor ang = positions.to(torch::kDouble).unsqueeze(-1) * inv;
+  return {torch::cos(ang).to(dtype), torch::sin(ang).to(dtype)};
+}
+
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
+}
+
+// ------------------------------------------------------------------ MLP
+
+MlpImpl::MlpImpl(const MlpOptions& o) : options(o) {
+  TORCH_CHECK(o.kind() == "swiglu" || o.kind() == "relu", "Mlp: unknown kind ", o.kind());
+  up = register_module("up", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_ff()).bias(false)));
+  if (o.kind() == "swiglu")
+    gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_ff()).bias(false)));
+  down = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(o.d_ff(), o.d_model()).bias(false)));
+  detail::init_linear(up, o.init_std());
+  if (gate) detail::init_linear(gate, o.init_std());
+  detail::init_linear(down, o.init_std());
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  if (gate) return down(torch::silu(gate(x)) * up(x));
+  return down(torch::relu(up(x)));
+}
+
+// ------------------------------------------------------------------ attention
+
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& allowed, double dropout, bool training) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  // Softmax in float32 at least (bf16/fp16 activations under autocast).
+  if (scores.scalar_type() != torch::kDouble) scores = scores.to(torch::kFloat);
+  // The lowest finite value, not -inf: a query without any allowed key (a
+  // padding position) gets uniform weights instead of NaN.
+  if (allowed.defined())
+    scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  torch::Tensor p = torch::softmax(scores, -1);
+  if (dropout > 0 && training) p = torch::dropout(p, dropout, true);
+  return torch::matmul(p.to(v.scalar_type()), v);
+}
+
+AttentionImpl::AttentionImpl(const AttentionOptions& o) : options(o) {
+  TORCH_CHECK(o.d_model() % o.n_heads() == 0, "Attention: d_model ", o.d_model(), " not divisible by n_heads ",
+              o.n_heads());
+  qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 3 * o.d_model()).bias(false)));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
+  detail::init_linear(qkv, o.init_std());
+  detail::init_linear(out, o.init_std());
+}
+
+torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const SeqInfo& info, LayerState* state) {
+  const int64_t b = x.size(0), l = x.size(1), h = options.n_heads(), dh = head_dim();
+  torch::Tensor qkv_ = qkv(x).view({b, l, 3, h, dh}).permute({2, 0, 3, 1, 4});  // (3,B,H,L,Dh)
+  torch::Tensor q = qkv_[0], k = qkv_[1], v = qkv_[2];
+  if (info.rope_dim != dh || info.rope_base != options.rope_base() || !info.rope_cos.defined() ||
+      info.rope_cos.scalar_type() != x.scalar_type()) {
+    auto t = rope_tables(info.positions, dh, options.rope_base(), x.scalar_type());
+    info.rope_cos = t.first.unsqueeze(1);  // (B,1,L,Dh/2)
+    info.rope_sin = t.second.unsqueeze(1);
+    info.rope_dim = dh;
+    info.rope_base = options.rope_base();
+  }
+  q = apply_rope(q, info.rope_cos, info.rope_sin);
+  k = apply_rope(k, info.rope_cos, info.rope_sin);
+
+  auto dev = x.device();
+  torch::Tensor allowed;
+  if (info.mask.defined()) allowed = info.mask.view({b, 1, 1, l});
+  auto both = [&](const torch::Tensor& m) { allowed = allowed.defined() ? allowed.logical_and(m) : m; };
+  if (options.causal()) both(torch::ones({l, l}, torch::TensorOptions().dtype(torch::kBool).device(dev)).tril());
+  if (options.window() > 0) {
+    torch::Tensor d = info.positions.unsqueeze(2) - info.positions.unsqueeze(1);  // (B,Lq,Lk)
+    torch::Tensor w = options.causal() ? d.lt(options.window()) : d.abs().lt(options.window());
+    both(w.unsqueeze(1));
+  }
+  torch::Tensor y = attend(q, k, v, allowed, options.attn_dropout(), is_training());
+  if (state) {
+    torch::Tensor valid = info.mask.defined()
+                              ? info.mask
+                              : torch::ones({b, l}, torch::TensorOptions().dtype(torch::kBool).device(dev));
+    append(state->self, k, v, valid);
+  }
+  return out(y.transpose(1, 2).reshape({b, l, options.d_model()}));
+}
+
+void AttentionImpl::init_state(LayerState& state, int64_t batch, int64_t reserve, const torch::TensorOptions& o) {
+  KvCache& c = state.self;
+  c.window = options.window();
+  const int64_t cap = c.window > 0 ? c.window : std::max<int64_t>(reserve, 16);
+  c.k = torch::zeros({batch, options.n_heads(), cap, head_dim()}, o);
+  c.v = torch::zeros({batch, options.n_heads(), cap, head_dim()}, o);
+  c.valid = torch::zeros({batch, cap}, o.dtype(torch::kBool));
+  c.length = 0;
+}
+
+void AttentionImpl::append(KvCache& c, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& valid) {
+  torch::NoGradGuard no_grad;
+  const int64_t l = k.size(2);
+  if (c.window == 0) {
+    if (c.length + l > c.capacity()) {
+      // Grow by doubling: amortised O(1) copies per token.
+      const int64_t cap = std::max(2 * c.capacity(), c.length + l);
+      auto grow = [&](const torch::Tensor& t, int64_t dim) {
+        std::vector<int64_t> shape = t.sizes().vec();
+        shape[dim] = cap;
+        torch::Tensor n = torch::zeros(shape, t.options());
+        n.narrow(dim, 0, c.length).copy_(t.narrow(dim, 0, c.length));
+        return n;
+      };
+      c.k = grow(c.k, 2);
+      c.v = grow(c.v, 2);
+      c.valid = grow(c.valid, 1);
+    }
+    c.k.narrow(2, c.length, l).copy_(k);
+    c.v.narrow(2, c.length, l).copy_(v);
+    c.valid.narrow(1, c.length, l).copy_(valid);
+  } else {
+    // Ring: column c lives in slot c % window; only the last `window` columns matter.
+    const int64_t w = c.window, keep = std::min(l, w), first = c.length + l - keep;
+    if (keep == 1) {
+      const int64_t slot = first % w;
+      c.k.narrow(2, slot, 1).copy_(k.narrow(2, l - 1, 1));
+      c.v.narrow(2, slot, 1).copy_(v.narrow(2, l - 1, 1));
+      c.valid.narrow(1, slot, 1).copy_(valid.narrow(1, l - 1, 1));
+    } else {
+      torch::Tensor slots =
+          torch::remainder(torch::arange(first, first + keep, torch::TensorOptions().dtype(torch::kLong)), w)
+              .to(k.device());
+      c.k.index_copy_(2, slots, k.narrow(2, l - keep, keep));
+      c.v.index_copy_(2, slots, v.narrow(2, l - keep, keep));
+      c.valid.index_copy_(1, slots, valid.narrow(1, l - keep, keep));
+    }
+  }
+  c.length += l;
+}
+
+torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, LayerState& state) {
+  const int64_t b = x.size(0), h = options.n_heads(), dh = head_dim();
+  torch::Tensor qkv_ = qkv(x).view({b, 3, h, 1, dh});
+  torch::Tensor q = qkv_.select(1, 0), k = qkv_.select(1, 1), v = qkv_.select(1, 2);  // (B,H,1,Dh)
+  auto t = rope_tables(info.position, dh, options.rope_base(), x.scalar_type());
+  torch::Tensor cos = t.first.view({b, 1, 1, dh / 2}), sin = t.second.view({b, 1, 1, dh / 2});
+  q = apply_rope(q, cos, sin);
+  k = apply_rope(k, cos, sin);
+  KvCache& c = state.self;
+  append(c, k, v, torch::ones({b, 1}, torch::TensorOptions().dtype(torch::kBool).device(x.device())));
+  const int64_t n = c.filled();
+  torch::Tensor y = attend(q, c.k.narrow(2, 0, n), c.v.narrow(2, 0, n), c.valid.narrow(1, 0, n).view({b, 1, 1, n}),
+                           0.0, false);
+  return out(y.view({b, options.d_model()}));
+}
+
+// ------------------------------------------------------------------ cross-attention
+
+CrossAttentionImpl::CrossAttentionImpl(const CrossAttentionOptions& o) : options(o) {
+  TORCH_CHECK(o.kind() == "full" || o.kind() == "gated" || o.kind() == "local", "CrossAttention: unknown kind ",
+              o.kind());
+  TORCH_CHECK(o.d_model() % o.n_heads() == 0, "CrossAttention: d_model not divisible by n_heads");
+  q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
+  kv = register_module("kv", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 2 * o.d_model()).bias(false)));
+  out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
+  detail::init_linear(q, o.init_std());
+  detail::init_linear(kv, o.init_std());
+  detail::init_linear(out, o.init_std());
+  if (o.kind() == "gated") {
+    gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 1)));
+    detail::init_linear(gate, o.init_std());  // bias 0: the gate starts half open
+  }
+}
+
+CrossKv CrossAttentionImpl::memory(const torch::Tensor& enc, const torch::Tensor& src_mask) {
+  const int64_t b = enc.size(0), s = enc.size(1), h = options.n_heads(), dh = options.d_model() / h;
+  torch::Tensor kv_ = kv(enc).view({b, s, 2, h, dh}).permute({2, 0, 3, 1, 4});  // (2,B,H,S,Dh)
+  CrossKv m;
+  m.k = kv_[0].contiguous();
+  m.v = kv_[1].contiguous();
+  m.mask = src_mask;
+  m.src_len = src_mask.sum(1);
+  return m;
+}
+
+torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const CrossKv& m) {
+  const int64_t b = x.size(0), t = x.size(1), h = options.n_heads(), dh = options.d_model() / h;
+  const int64_t s = m.k.size(2);
+  torch::Tensor qh = q(x).view({b, t, h, dh}).transpose(1, 2);  // (B,H,T,Dh)
+  torch::Tensor allowed = m.mask.view({b, 1, 1, s});
+  if (options.kind() == "local") {
+    // Centre: the target position clamped to the source (a diagonal alignment).
+    torch::Tensor centre = torch::minimum(positions, (m.src_len - 1).clamp_min(0).unsqueeze(1));  // (B,T)
+    torch::Tensor j = torch::arange(s, positions.options());
+    torch::Tensor near = (j.view({1, 1, s}) - centre.unsqueeze(2)).abs().le(options.window() / 2);  // (B,T,S)
+    allowed = allowed.logical_and(near.unsqueeze(1));
+  }
+  torch::Tensor y = attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training());
+  y = out(y.transpose(1, 2).reshape({b, t, options.d_model()}));
+  if (gate) y = y * torch::sigmoid(gate(x));
+  return y;
+}
+
+}  // namespace mambamt::models

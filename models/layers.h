@@ -1,0 +1,137 @@
+#pragma once
+// Basic layers: RMSNorm, rotary position embeddings (attention layers only),
+// the MLPs, multi-head self-attention (bidirectional, causal with a KV cache,
+// sliding-window) and cross-attention (full, gated, local).
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "models/mixer.h"
+#include "models/state.h"
+
+namespace mambamt::models {
+
+// ------------------------------------------------------------------ RMSNorm
+
+struct RMSNormOptions {
+  RMSNormOptions(int64_t dim) : dim_(dim) {}
+  TORCH_ARG(int64_t, dim);
+  // Added to the mean square before the square root.
+  TORCH_ARG(double, eps) = 1e-5;
+};
+
+// y = x / sqrt(mean(x^2) + eps) * weight over the last dimension.
+class RMSNormImpl : public torch::nn::Module {
+ public:
+  explicit RMSNormImpl(const RMSNormOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);
+  RMSNormOptions options;
+  torch::Tensor weight;  // (dim), ones at init
+};
+TORCH_MODULE(RMSNorm);
+
+// ------------------------------------------------------------------ RoPE
+
+// Rotary tables for positions (any shape) -> cos, sin of shape positions.shape + (dim/2).
+std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& positions, int64_t dim, double base,
+                                                    torch::ScalarType dtype);
+// Rotates x (..., dim) by tables (..., dim/2) broadcast against it: the pairs
+// (x[i], x[i + dim/2]) turn by the angle of frequency i ("rotate half" layout).
+torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+// ------------------------------------------------------------------ MLP
+
+struct MlpOptions {
+  MlpOptions(int64_t d_model, int64_t d_ff) : d_model_(d_model), d_ff_(d_ff) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, d_ff);
+  // "swiglu": down(silu(gate(x)) * up(x)); "relu": down(relu(up(x))).
+  TORCH_ARG(std::string, kind) = "swiglu";
+  // Standard deviation of the weights' normal initialisation.
+  TORCH_ARG(double, init_std) = 0.02;
+};
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  explicit MlpImpl(const MlpOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);  // (..., d_model) -> (..., d_model)
+  MlpOptions options;
+  torch::nn::Linear up{nullptr}, gate{nullptr}, down{nullptr};  // gate only for swiglu
+};
+TORCH_MODULE(Mlp);
+
+// ------------------------------------------------------------------ self-attention
+
+struct AttentionOptions {
+  AttentionOptions(int64_t d_model, int64_t n_heads) : d_model_(d_model), n_heads_(n_heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, n_heads);
+  // Causal (decoder) or bidirectional (encoder).
+  TORCH_ARG(bool, causal) = true;
+  // Sliding window in tokens, 0 = full attention. Causal: a token sees itself
+  // and the window-1 before it; bidirectional: tokens less than `window` away.
+  TORCH_ARG(int64_t, window) = 0;
+  TORCH_ARG(double, rope_base) = 10000.0;
+  // Dropout on the attention weights (training only).
+  TORCH_ARG(double, attn_dropout) = 0.0;
+  TORCH_ARG(double, init_std) = 0.02;
+};
+
+// Multi-head self-attention with RoPE on queries and keys. Projections have no bias.
+class AttentionImpl : public MixerImpl {
+ public:
+  explicit AttentionImpl(const AttentionOptions& options);
+  torch::Tensor forward(const torch::Tensor& x, const SeqInfo& info, LayerState* state) override;
+  torch::Tensor step(const torch::Tensor& x, const StepInfo& info, LayerState& state) override;
+  void init_state(LayerState& state, int64_t batch, int64_t reserve, const torch::TensorOptions& options) override;
+  bool causal() const override { return options.causal(); }
+
+  AttentionOptions options;
+  torch::nn::Linear qkv{nullptr}, out{nullptr};
+
+ private:
+  int64_t head_dim() const { return options.d_model() / options.n_heads(); }
+  // Writes columns [length, length + L) of the cache from k, v (B,H,L,Dh), valid (B,L).
+  void append(KvCache& cache, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& valid);
+};
+TORCH_MODULE(Attention);
+
+// ------------------------------------------------------------------ cross-attention
+
+struct CrossAttentionOptions {
+  CrossAttentionOptions(int64_t d_model, int64_t n_heads) : d_model_(d_model), n_heads_(n_heads) {}
+  TORCH_ARG(int64_t, d_model);
+  TORCH_ARG(int64_t, n_heads);
+  // "full"; "gated": the output times sigmoid(w . x + b) per token (a learned
+  // gate that can close when the source is not needed); "local": only source
+  // tokens within window/2 of the aligned position (the target position,
+  // clamped to the source) are attended.
+  TORCH_ARG(std::string, kind) = "full";
+  TORCH_ARG(int64_t, window) = 64;
+  TORCH_ARG(double, attn_dropout) = 0.0;
+  TORCH_ARG(double, init_std) = 0.02;
+};
+
+// Cross-attention from decoder tokens to the encoder output. No RoPE: source
+// and target positions live in different sequences. The source K/V are
+// computed once per source (memory()), then reused by every step.
+class CrossAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CrossAttentionImpl(const CrossAttentionOptions& options);
+  // K/V of the encoder output memory (B,S,D) with its mask (B,S).
+  CrossKv memory(const torch::Tensor& enc, const torch::Tensor& src_mask) ;
+  // x (B,T,D) normalised decoder states at target positions (B,T) -> (B,T,D).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const CrossKv& kv);
+  CrossAttentionOptions options;
+  torch::nn::Linear q{nullptr}, kv{nullptr}, out{nullptr}, gate{nullptr};  // gate: gated only
+};
+TORCH_MODULE(CrossAttention);
+
+// Scaled dot-product attention: q (B,H,Lq,Dh), k, v (B,H,Lk,Dh), allowed
+// (broadcastable to (B,H,Lq,Lk), bool) -> (B,H,Lq,Dh). A query with no allowed
+// key gets a finite (meaningless) output, never NaN.
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& allowed, double dropout, bool training);
+
+}  // namespace mambamt::models

@@ -1,0 +1,238 @@
+#include "models/model.h"
+
+#include "core/error.h"
+
+namespace mambamt::models {
+namespace {
+
+torch::Tensor bool_mask(const torch::Tensor& mask, const torch::Tensor& ids) {
+  if (!mask.defined()) return torch::ones(ids.sizes(), ids.options().dtype(torch::kBool));
+  TORCH_CHECK(mask.sizes() == ids.sizes(), "mask ", mask.sizes(), " does not match ids ", ids.sizes());
+  return mask.to(torch::kBool);
+}
+
+void check_ids(const torch::Tensor& ids, const char* what) {
+  TORCH_CHECK(ids.defined() && ids.dim() == 2, what, " must be (B,L) token ids, got ",
+              ids.defined() ? ids.sizes() : torch::IntArrayRef{});
+  TORCH_CHECK(!ids.is_floating_point(), what, " must be integer token ids");
+}
+
+torch::Tensor embed_drop(const torch::Tensor& x, double p, bool training) {
+  return p > 0 && training ? torch::dropout(x, p, true) : x;
+}
+
+int64_t numel_of(const std::vector<torch::Tensor>& ps) {
+  int64_t n = 0;
+  for (const auto& p : ps) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+SeqInfo SeqInfo::from_mask(const torch::Tensor& mask, int64_t batch, int64_t length, const torch::Device& device) {
+  SeqInfo s;
+  auto lopts = torch::TensorOptions().dtype(torch::kLong).device(device);
+  if (!mask.defined()) {
+    s.positions = torch::arange(length, lopts).unsqueeze(0).expand({batch, length});
+    s.lengths = torch::full({batch}, length, lopts);
+    s.right_padded = true;
+    return s;
+  }
+  s.mask = mask.to(torch::kBool);
+  s.positions = (s.mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
+  s.lengths = s.mask.sum(1);
+  torch::Tensor prefix = torch::arange(length, lopts).unsqueeze(0) < s.lengths.unsqueeze(1);
+  s.right_padded = torch::equal(prefix, s.mask);
+  return s;
+}
+
+std::pair<torch::Tensor, torch::Tensor> align_padding(const torch::Tensor& ids, const torch::Tensor& mask, bool left) {
+  const int64_t l = ids.size(1);
+  torch::Tensor t = torch::arange(l, ids.options().dtype(torch::kLong)).unsqueeze(0);
+  torch::Tensor len = mask.sum(1, /*keepdim=*/true);
+  torch::Tensor aligned = left ? t >= (l - len) : t < len;
+  if (torch::equal(aligned, mask)) return {ids, mask};
+  // Real tokens sort before (right padding) or after (left padding) the padding, in order.
+  torch::Tensor key = left ? torch::where(mask, t + l, t) : torch::where(mask, t, t + l);
+  torch::Tensor order = std::get<1>(key.sort(/*dim=*/1));
+  return {ids.gather(1, order), mask.gather(1, order)};
+}
+
+int64_t TranslationModel::parameter_count() const { return numel_of(parameters()); }
+
+StackOptions stack_options(const core::ModelConfig& c, const std::vector<LayerSpec>& layers, bool causal) {
+  StackOptions o(c.d_model);
+  o.layers = layers;
+  o.causal = causal;
+  o.attention =
+      AttentionOptions(c.d_model, c.n_heads).rope_base(c.rope_base).attn_dropout(c.attn_dropout).init_std(c.init_std);
+  o.local_attention_window = c.attn_window;
+  o.mamba = MambaOptions(c.d_model)
+                .version(c.mamba_version)
+                .d_state(c.d_state)
+                .d_conv(c.d_conv)
+                .expand(c.expand)
+                .headdim(c.headdim)
+                .ngroups(c.ngroups)
+                .chunk_size(c.chunk_size)
+                .norm_eps(c.norm_eps)
+                .init_std(c.init_std);
+  o.mlp = MlpOptions(c.d_model, c.d_ff).kind(c.mlp).init_std(c.init_std);
+  o.cross = CrossAttentionOptions(c.d_model, c.n_heads)
+                .kind(c.cross_attn)
+                .window(c.cross_attn_window)
+                .attn_dropout(c.attn_dropout)
+                .init_std(c.init_std);
+  o.dense_connections = c.dense_connections;
+  o.dropout = c.dropout;
+  o.norm_eps = c.norm_eps;
+  o.init_std = c.init_std;
+  return o;
+}
+
+namespace {
+torch::nn::Embedding make_embedding(const core::ModelConfig& c, int64_t vocab) {
+  torch::nn::Embedding e(torch::nn::EmbeddingOptions(vocab, c.d_model));
+  torch::NoGradGuard no_grad;
+  e->weight.normal_(0.0, c.init_std);
+  return e;
+}
+torch::nn::Linear make_output(const core::ModelConfig& c, int64_t vocab) {
+  torch::nn::Linear l(torch::nn::LinearOptions(c.d_model, vocab).bias(false));
+  torch::NoGradGuard no_grad;
+  l->weight.normal_(0.0, c.init_std);
+  return l;
+}
+}  // namespace
+
+// ------------------------------------------------------------------ encoder-decoder
+
+EncoderDecoderModel::EncoderDecoderModel(const std::string& kind, const core::ModelConfig& config,
+                                         const ModelContext& context, const Plan& plan)
+    : TranslationModel(kind, config, context, plan), dropout_(config.dropout) {
+  TORCH_CHECK(!plan.decoder_only && !plan.encoder.empty(), "EncoderDecoderModel needs an encoder plan");
+  if (config.tie_embeddings) {
+    src_embed = register_module("embed", make_embedding(config, context.vocab_size));
+    tgt_embed = src_embed;
+  } else {
+    src_embed = register_module("src_embed", make_embedding(config, context.vocab_size));
+    tgt_embed = register_module("tgt_embed", make_embedding(config, context.vocab_size));
+    out_proj = register_module("out_proj", make_output(config, context.vocab_size));
+  }
+  encoder = register_module("encoder", Stack(stack_options(config, plan.encoder, /*causal=*/false)));
+  decoder = register_module("decoder", Stack(stack_options(config, plan.decoder, /*causal=*/true)));
+}
+
+torch::Tensor EncoderDecoderModel::logits(const torch::Tensor& h) {
+  return out_proj ? out_proj(h) : torch::nn::functional::linear(h, tgt_embed->weight);
+}
+
+Memory EncoderDecoderModel::encode(const torch::Tensor& src, const torch::Tensor& src_mask) {
+  check_ids(src, "src");
+  auto [ids, mask] = align_padding(src, bool_mask(src_mask, src), /*left=*/false);
+  SeqInfo info = SeqInfo::from_mask(mask, ids.size(0), ids.size(1), ids.device());
+  torch::Tensor x = embed_drop(src_embed(ids), dropout_, is_training());
+  return Memory{encoder(x, info), mask};
+}
+
+torch::Tensor EncoderDecoderModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                           const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+  check_ids(tgt_in, "tgt_in");
+  TORCH_CHECK(src.size(0) == tgt_in.size(0), "src has ", src.size(0), " rows but tgt_in has ", tgt_in.size(0));
+  Memory m = encode(src, src_mask);
+  torch::Tensor tmask = bool_mask(tgt_mask, tgt_in);
+  SeqInfo info = SeqInfo::from_mask(tmask, tgt_in.size(0), tgt_in.size(1), tgt_in.device());
+  torch::Tensor h = decoder(embed_drop(tgt_embed(tgt_in), dropout_, is_training()), info, &m);
+  return logits(h);
+}
+
+InferenceState EncoderDecoderModel::start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  Memory m = encode(src, src_mask);
+  InferenceState st;
+  const int64_t b = src.size(0);
+  st.layers = decoder->init_states(b, reserve, m.enc.options(), &m);
+  st.position = torch::zeros({b}, src.options().dtype(torch::kLong));
+  st.src_len = m.mask.sum(1);
+  return st;
+}
+
+torch::Tensor EncoderDecoderModel::step(InferenceState& st, const torch::Tensor& tokens) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
+              st.batch_size());
+  torch::Tensor h = decoder->step(tgt_embed(tokens), StepInfo{st.position}, st.layers);
+  st.position = st.position + 1;
+  return logits(h);
+}
+
+int64_t EncoderDecoderModel::decoder_parameter_count() const {
+  return numel_of(decoder->parameters()) + (out_proj ? out_proj->weight.numel() : tgt_embed->weight.numel());
+}
+
+// ------------------------------------------------------------------ decoder-only
+
+DecoderOnlyModel::DecoderOnlyModel(const std::string& kind, const core::ModelConfig& config,
+                                   const ModelContext& context, const Plan& plan)
+    : TranslationModel(kind, config, context, plan), dropout_(config.dropout) {
+  TORCH_CHECK(plan.decoder_only && plan.encoder.empty(), "DecoderOnlyModel needs a decoder-only plan");
+  embed = register_module("embed", make_embedding(config, context.vocab_size));
+  if (!config.tie_embeddings) out_proj = register_module("out_proj", make_output(config, context.vocab_size));
+  decoder = register_module("decoder", Stack(stack_options(config, plan.decoder, /*causal=*/true)));
+}
+
+torch::Tensor DecoderOnlyModel::logits(const torch::Tensor& h) {
+  return out_proj ? out_proj(h) : torch::nn::functional::linear(h, embed->weight);
+}
+
+DecoderOnlyModel::Prompt DecoderOnlyModel::prompt(const torch::Tensor& src, const torch::Tensor& src_mask) const {
+  check_ids(src, "src");
+  auto [ids, mask] = align_padding(src, bool_mask(src_mask, src), /*left=*/true);
+  if (context().boundary >= 0) {
+    ids = torch::cat({ids, torch::full({ids.size(0), 1}, context().boundary, ids.options())}, 1);
+    mask = torch::cat({mask, torch::ones({mask.size(0), 1}, mask.options())}, 1);
+  }
+  return Prompt{ids, mask, mask.sum(1)};
+}
+
+torch::Tensor DecoderOnlyModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+  check_ids(tgt_in, "tgt_in");
+  TORCH_CHECK(src.size(0) == tgt_in.size(0), "src has ", src.size(0), " rows but tgt_in has ", tgt_in.size(0));
+  Prompt p = prompt(src, src_mask);
+  const int64_t s = p.ids.size(1), t = tgt_in.size(1);
+  torch::Tensor ids = torch::cat({p.ids, tgt_in.to(p.ids.scalar_type())}, 1);
+  torch::Tensor mask = torch::cat({p.mask, bool_mask(tgt_mask, tgt_in)}, 1);
+  SeqInfo info = SeqInfo::from_mask(mask, ids.size(0), ids.size(1), ids.device());
+  torch::Tensor h = decoder(embed_drop(embed(ids), dropout_, is_training()), info);
+  return logits(h.narrow(1, s, t));
+}
+
+InferenceState DecoderOnlyModel::start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  Prompt p = prompt(src, src_mask);
+  const int64_t b = p.ids.size(0);
+  torch::Tensor x = embed(p.ids);
+  InferenceState st;
+  st.layers = decoder->init_states(b, p.ids.size(1) + reserve, x.options(), nullptr);
+  SeqInfo info = SeqInfo::from_mask(p.mask, b, p.ids.size(1), p.ids.device());
+  decoder(x, info, nullptr, &st.layers);  // prefill; the prompt's outputs are not needed
+  st.position = p.lengths.clone();
+  st.src_len = bool_mask(src_mask, src).sum(1);
+  return st;
+}
+
+torch::Tensor DecoderOnlyModel::step(InferenceState& st, const torch::Tensor& tokens) {
+  torch::NoGradGuard no_grad;
+  TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
+              st.batch_size());
+  torch::Tensor h = decoder->step(embed(tokens), StepInfo{st.position}, st.layers);
+  st.position = st.position + 1;
+  return logits(h);
+}
+
+int64_t DecoderOnlyModel::decoder_parameter_count() const {
+  return numel_of(decoder->parameters()) + (out_proj ? out_proj->weight.numel() : embed->weight.numel());
+}
+
+}  // namespace mambamt::models

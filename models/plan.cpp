@@ -1,0 +1,267 @@
+#include "models/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "models/model.h"
+#include "models/stack.h"
+
+namespace mambamt::models {
+
+std::string LayerSpec::name() const {
+  std::string s = mixer;
+  if (cross) s += "+cross";
+  if (mlp) s += "+mlp";
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& out, const LayerSpec& spec) { return out << spec.name(); }
+
+std::vector<int64_t> attention_layers(int64_t n, double ratio, const std::string& placement) {
+  if (n <= 0 || ratio <= 0) return {};
+  std::set<int64_t> pos;
+  if (placement == "every_n") {
+    const int64_t k = std::max<int64_t>(1, std::llround(1.0 / ratio));
+    for (int64_t i = n - 1; i >= 0; i -= k) pos.insert(i);
+    return {pos.begin(), pos.end()};
+  }
+  const int64_t count = std::min<int64_t>(n, std::max<int64_t>(1, std::llround(static_cast<double>(n) * ratio)));
+  if (placement == "middle_end") {
+    pos.insert(n / 2);
+    if (count > 1) pos.insert(n - 1);
+    while (static_cast<int64_t>(pos.size()) < count) {
+      // The midpoint of the largest gap (earliest on ties), with -1 as the left
+      // edge; n-1 is taken, so the gaps cover the stack and one has room.
+      int64_t best_a = -1, best_len = 0, a = -1;
+      for (int64_t p : pos) {
+        if (p - a > best_len) best_len = p - a, best_a = a;
+        a = p;
+      }
+      pos.insert(best_a + best_len / 2);
+    }
+  } else if (placement == "uniform") {
+    for (int64_t i = 0; i < count; ++i)
+      pos.insert(std::llround(static_cast<double>(i + 1) * static_cast<double>(n) / static_cast<double>(count)) - 1);
+  } else if (placement == "first") {
+    for (int64_t i = 0; i < count; ++i) pos.insert(i);
+  } else {
+    throw InputError("model.attention_placement = \"" + placement +
+                     "\": expected middle_end, uniform, every_n or first");
+  }
+  return {pos.begin(), pos.end()};
+}
+
+std::vector<int64_t> cross_attention_layers(int64_t n, int64_t every) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i)
+    if ((every > 0 && (i + 1) % every == 0) || i == n - 1) out.push_back(i);
+  return out;
+}
+
+namespace {
+
+bool is_attention(const std::string& mixer) { return mixer == "attention" || mixer == "local_attention"; }
+
+// The layers of a derived (not explicit) stack: attention at the placement, `other` elsewhere.
+std::vector<LayerSpec> derived(const core::ModelConfig& c, int64_t n, const std::string& other) {
+  std::vector<LayerSpec> out(static_cast<size_t>(n));
+  std::set<int64_t> att;
+  for (int64_t i : attention_layers(n, c.attention_ratio, c.attention_placement)) att.insert(i);
+  for (int64_t i = 0; i < n; ++i) {
+    LayerSpec& s = out[static_cast<size_t>(i)];
+    s.mixer = att.count(i) ? (c.attn_window > 0 ? "local_attention" : "attention") : other;
+    s.mlp = is_attention(s.mixer) || c.mamba_mlp;
+  }
+  return out;
+}
+
+// The layers of an explicit list ("mamba", "attention+cross", ...).
+std::vector<LayerSpec> explicit_plan(const core::ModelConfig& c, const std::vector<std::string>& names) {
+  std::vector<LayerSpec> out;
+  for (const std::string& n : names) {
+    LayerSpec s;
+    const auto plus = n.find("+cross");
+    s.mixer = plus == std::string::npos ? n : n.substr(0, plus);
+    s.cross = plus != std::string::npos;
+    s.mlp = is_attention(s.mixer) || c.mamba_mlp;
+    out.push_back(s);
+  }
+  return out;
+}
+
+void check_plan(const core::ModelConfig& c, const Plan& p) {
+  const int64_t cs = c.chunk_size;
+  if (c.kind != "transformer" && c.mamba_version == 2 && (cs < 16 || cs > 256 || (cs & (cs - 1)) != 0))
+    throw InputError("model.chunk_size = " + std::to_string(cs) + ": the SSD kernel needs a power of two in 16..256");
+  for (const auto* stack : {&p.encoder, &p.decoder})
+    for (const LayerSpec& s : *stack)
+      if (s.mixer == "local_attention" && c.attn_window <= 0)
+        throw InputError("model.attn_window = 0: layer kind local_attention needs a window (set model.attn_window)");
+}
+
+}  // namespace
+
+Plan make_plan(const core::ModelConfig& c) {
+  Plan p;
+  if (c.kind == "transformer") {
+    for (int64_t i = 0; i < c.enc_layers; ++i) p.encoder.push_back(LayerSpec{"attention", false, true});
+    for (int64_t i = 0; i < c.dec_layers; ++i) p.decoder.push_back(LayerSpec{"attention", true, true});
+  } else if (c.kind == "hybrid") {
+    p.encoder = c.enc_plan.empty() ? derived(c, c.enc_layers, "bimamba") : explicit_plan(c, c.enc_plan);
+    if (c.dec_plan.empty()) {
+      p.decoder = derived(c, c.dec_layers, "mamba");
+      for (int64_t i : cross_attention_layers(c.dec_layers, c.cross_attn_every))
+        p.decoder[static_cast<size_t>(i)].cross = true;
+    } else {
+      p.decoder = explicit_plan(c, c.dec_plan);
+    }
+  } else if (c.kind == "mamba") {
+    p.decoder_only = true;
+    if (c.dec_plan.empty()) {
+      core::ModelConfig none = c;
+      none.attention_ratio = 0;
+      p.decoder = derived(none, c.dec_layers, "mamba");
+    } else {
+      p.decoder = explicit_plan(c, c.dec_plan);
+    }
+  } else if (c.kind == "decoder_only") {
+    p.decoder_only = true;
+    p.decoder = c.dec_plan.empty() ? derived(c, c.dec_layers, "mamba") : explicit_plan(c, c.dec_plan);
+  } else {
+    throw InputError("model.kind = \"" + c.kind + "\": no layer plan for this kind");
+  }
+  check_plan(c, p);
+  return p;
+}
+
+// ------------------------------------------------------------------ counting and the report
+
+namespace {
+
+int64_t numel_of(const torch::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+struct StackCount {
+  std::vector<int64_t> layers;  // per layer, its dense connections included
+  int64_t final_norm = 0;
+  int64_t total() const {
+    int64_t t = final_norm;
+    for (int64_t l : layers) t += l;
+    return t;
+  }
+};
+
+// Counts by building each distinct layer once (memory stays at one layer).
+StackCount count_stack(const StackOptions& o) {
+  torch::NoGradGuard no_grad;
+  StackCount sc;
+  std::map<std::string, int64_t> seen;
+  const int64_t dense = o.dense_connections > 0 ? 2 * o.d_model * o.d_model : 0;
+  for (size_t i = 0; i < o.layers.size(); ++i) {
+    const std::string key = o.layers[i].name();
+    auto it = seen.find(key);
+    if (it == seen.end()) it = seen.emplace(key, numel_of(LayerImpl(o.layers[i], o))).first;
+    sc.layers.push_back(it->second + (i > 0 ? dense : 0));
+  }
+  sc.final_norm = o.d_model;
+  return sc;
+}
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v), out;
+  int k = 0;
+  for (auto it = s.rbegin(); it != s.rend(); ++it) {
+    if (k && k % 3 == 0 && *it != '-') out.push_back(',');
+    out.push_back(*it);
+    ++k;
+  }
+  return {out.rbegin(), out.rend()};
+}
+
+std::string millions(int64_t v) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(1) << static_cast<double>(v) / 1e6 << "M";
+  return s.str();
+}
+
+struct ModelCount {
+  Plan plan;
+  StackCount encoder, decoder;
+  int64_t embeddings = 0;  // every embedding and output matrix
+  int64_t total() const { return encoder.total() + decoder.total() + embeddings; }
+};
+
+ModelCount count_model(const core::ModelConfig& c, int64_t vocab) {
+  ModelCount m;
+  m.plan = make_plan(c);
+  if (!m.plan.encoder.empty()) m.encoder = count_stack(stack_options(c, m.plan.encoder, false));
+  m.decoder = count_stack(stack_options(c, m.plan.decoder, true));
+  const int64_t table = vocab * c.d_model;
+  const int64_t tables = c.tie_embeddings ? 1 : (m.plan.decoder_only ? 2 : 3);
+  m.embeddings = tables * table;
+  return m;
+}
+
+void stack_lines(std::ostringstream& out, const char* name, const std::vector<LayerSpec>& specs,
+                 const StackCount& sc) {
+  std::map<std::string, int> kinds;
+  for (const auto& s : specs) kinds[s.mixer]++;
+  out << name << ": " << specs.size() << " layers (";
+  bool first = true;
+  for (auto& [k, n] : kinds) {
+    out << (first ? "" : ", ") << n << " " << k;
+    first = false;
+  }
+  out << "), " << with_commas(sc.total()) << " parameters\n";
+  for (size_t i = 0; i < specs.size(); ++i)
+    out << "  " << std::setw(3) << i << "  " << std::left << std::setw(28) << specs[i].name() << std::right
+        << std::setw(14) << with_commas(sc.layers[i]) << "\n";
+  out << "       " << std::left << std::setw(28) << "final norm" << std::right << std::setw(14)
+      << with_commas(sc.final_norm) << "\n";
+}
+
+}  // namespace
+
+int64_t count_parameters(const core::ModelConfig& config, int64_t vocab_size) {
+  return count_model(config, vocab_size).total();
+}
+
+std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {
+  ModelCount m = count_model(c, vocab_size);
+  std::ostringstream out;
+  out << "model: kind " << c.kind << (c.preset != "none" ? ", preset " + c.preset : std::string()) << ", d_model "
+      << c.d_model << ", " << c.n_heads << " heads, d_ff " << c.d_ff << " (" << c.mlp << ")";
+  if (c.kind != "transformer")
+    out << ", Mamba-" << c.mamba_version << " (d_state " << c.d_state << ", expand " << c.expand << ", d_conv "
+        << c.d_conv << (c.mamba_version == 2 ? ", headdim " + std::to_string(c.headdim) + ", ngroups " +
+                                                   std::to_string(c.ngroups)
+                                             : std::string())
+        << ")";
+  out << "\n";
+  if (c.kind == "hybrid" || c.kind == "decoder_only")
+    out << "attention: ratio " << c.attention_ratio << ", placement " << c.attention_placement
+        << (c.attn_window > 0 ? ", window " + std::to_string(c.attn_window) : std::string()) << "\n";
+  if (!m.plan.decoder_only)
+    out << "cross-attention: " << c.cross_attn << (c.kind == "hybrid" ? ", every " + std::to_string(c.cross_attn_every) + " decoder layers" : std::string(", every decoder layer"))
+        << "\n";
+  if (c.dense_connections > 0) out << "dense hidden connections: " << c.dense_connections << " previous layers\n";
+  if (m.plan.decoder_only) out << "decoder-only over source <boundary> target\n";
+  if (!m.plan.encoder.empty()) stack_lines(out, "encoder", m.plan.encoder, m.encoder);
+  stack_lines(out, m.plan.decoder_only ? "stack" : "decoder", m.plan.decoder, m.decoder);
+  out << "embeddings: " << vocab_size << " x " << c.d_model << " = " << with_commas(vocab_size * c.d_model)
+      << (c.tie_embeddings ? " (shared by source, target and output)" : " per table, untied") << ", "
+      << with_commas(m.embeddings) << " in all\n";
+  out << "total: " << with_commas(m.total()) << " parameters (" << millions(m.total()) << "), "
+      << with_commas(m.total() - m.embeddings) << " without embeddings\n";
+  return out.str();
+}
+
+}  // namespace mambamt::models

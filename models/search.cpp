@@ -1,0 +1,256 @@
+#include "models/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mambamt::models {
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// Per-row maximum output lengths (eos included).
+std::vector<int64_t> max_lengths(const torch::Tensor& src_len, const SearchOptions& o) {
+  torch::Tensor l = src_len.to(torch::kCPU, torch::kLong);
+  std::vector<int64_t> out(static_cast<size_t>(l.size(0)));
+  for (int64_t i = 0; i < l.size(0); ++i) {
+    int64_t m = static_cast<int64_t>(std::floor(o.max_len_a * static_cast<double>(l[i].item<int64_t>()))) + o.max_len_b;
+    if (o.max_length > 0) m = std::min(m, o.max_length);
+    out[static_cast<size_t>(i)] = std::max<int64_t>(1, m);
+  }
+  return out;
+}
+
+double normalise(double log_prob, int64_t length, double penalty) {
+  return log_prob / std::pow(static_cast<double>(std::max<int64_t>(length, 1)), penalty);
+}
+
+// Log-probabilities (R,V) float32 of the step's logits; eos banned before min_length.
+torch::Tensor step_log_probs(const torch::Tensor& logits, int64_t t, const SearchOptions& o, int64_t eos) {
+  torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat), -1);
+  if (t < o.min_length) lp.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
+  return lp;
+}
+
+void check_inputs(const torch::Tensor& src, const SearchOptions& o) {
+  TORCH_CHECK(src.dim() == 2, "search: src must be (B,S)");
+  TORCH_CHECK(o.beam_size >= 1, "search: beam_size must be >= 1");
+  TORCH_CHECK(o.nbest >= 1 && o.nbest <= o.beam_size, "search: nbest must be in [1, beam_size]");
+}
+
+}  // namespace
+
+std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                                      const SearchOptions& o) {
+  check_inputs(src, o);
+  EvalModeGuard eval(model);
+  torch::NoGradGuard no_grad;
+  const TokenIds& ids = model.context().ids;
+  const int64_t b = src.size(0);
+  torch::Tensor mask = src_mask.defined() ? src_mask.to(torch::kBool) : src.ne(ids.pad);
+  std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
+  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
+
+  InferenceState st = model.start(src, mask, longest);
+  std::vector<Hypothesis> out(static_cast<size_t>(b));
+  std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
+  for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = i;
+  std::vector<char> live(static_cast<size_t>(b), 1);  // row still decoding (rows stay when !compact)
+  torch::Tensor tokens = torch::full({b}, ids.bos, src.options().dtype(torch::kLong));
+
+  for (int64_t t = 0;; ++t) {
+    torch::Tensor lp = step_log_probs(model.step(st, tokens), t, o, ids.eos);
+    auto best = lp.max(1);
+    torch::Tensor best_lp = std::get<0>(best).to(torch::kCPU, torch::kDouble);
+    torch::Tensor best_tok = std::get<1>(best).to(torch::kCPU, torch::kLong);
+    auto lpa = best_lp.accessor<double, 1>();
+    auto tka = best_tok.accessor<int64_t, 1>();
+    const int64_t length = t + 1;
+    std::vector<int64_t> keep;  // live rows after this step
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (!live[r]) continue;
+      const size_t src_id = static_cast<size_t>(rows[r]);
+      Hypothesis& h = out[src_id];
+      const int64_t tok = tka[static_cast<int64_t>(r)];
+      h.log_prob += lpa[static_cast<int64_t>(r)];
+      if (tok == ids.eos)
+        h.finished = true;
+      else
+        h.tokens.push_back(tok);
+      if (h.finished || length >= max_len[src_id]) {
+        h.score = normalise(h.log_prob, length, o.length_penalty);
+        live[r] = 0;
+      } else {
+        keep.push_back(static_cast<int64_t>(r));
+      }
+    }
+    if (keep.empty()) break;
+    if (o.compact && keep.size() != rows.size()) {
+      torch::Tensor index = torch::tensor(keep, torch::kLong);
+      st.reorder(index.to(src.device()));
+      best_tok = best_tok.index_select(0, index);
+      std::vector<int64_t> kept;
+      for (int64_t r : keep) kept.push_back(rows[static_cast<size_t>(r)]);
+      rows = std::move(kept);
+      live.assign(rows.size(), 1);
+    }
+    tokens = best_tok.to(src.device());
+  }
+  return out;
+}
+
+std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                               const SearchOptions& o) {
+  check_inputs(src, o);
+  EvalModeGuard eval(model);
+  torch::NoGradGuard no_grad;
+  const TokenIds& ids = model.context().ids;
+  const int64_t b = src.size(0), k = o.beam_size;
+  torch::Tensor mask = src_mask.defined() ? src_mask.to(torch::kBool) : src.ne(ids.pad);
+  std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
+  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
+  auto dev = src.device();
+
+  InferenceState st = model.start(src, mask, longest);
+  st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
+
+  std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(b));
+  std::vector<char> source_done(static_cast<size_t>(b), 0);
+  std::vector<int64_t> active(static_cast<size_t>(b));  // the sources still in the batch, in row order
+  for (int64_t i = 0; i < b; ++i) active[static_cast<size_t>(i)] = i;
+  // Beam scores (A*k): only beam 0 is live at the start.
+  std::vector<double> scores(static_cast<size_t>(b * k), kNegInf);
+  for (int64_t i = 0; i < b; ++i) scores[static_cast<size_t>(i * k)] = 0.0;
+  std::vector<std::vector<int64_t>> hist(static_cast<size_t>(b * k));  // tokens of each row
+  torch::Tensor tokens = torch::full({b * k}, ids.bos, torch::TensorOptions().dtype(torch::kLong).device(dev));
+
+  for (int64_t t = 0; !active.empty(); ++t) {
+    const int64_t a = static_cast<int64_t>(active.size());
+    torch::Tensor lp = step_log_probs(model.step(st, tokens), t, o, ids.eos);  // (A*k, V)
+    const int64_t v = lp.size(1);
+    torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(dev).view({a * k, 1});
+    torch::Tensor cand = (lp.to(torch::kDouble) + sc).view({a, k * v});
+    auto top = cand.topk(std::min<int64_t>(2 * k, k * v), 1);
+    torch::Tensor top_sc = std::get<0>(top).to(torch::kCPU), top_ix = std::get<1>(top).to(torch::kCPU);
+    auto sca = top_sc.accessor<double, 2>();
+    auto ixa = top_ix.accessor<int64_t, 2>();
+    const int64_t length = t + 1;
+
+    std::vector<int64_t> index;      // state rows of the next step
+    std::vector<int64_t> next_tok;
+    std::vector<double> next_scores;
+    std::vector<std::vector<int64_t>> next_hist;
+    std::vector<int64_t> next_active;
+    for (int64_t s = 0; s < a; ++s) {
+      const int64_t src_id = active[static_cast<size_t>(s)];
+      auto& fin = finished[static_cast<size_t>(src_id)];
+      if (source_done[static_cast<size_t>(src_id)]) {
+        // Kept in the batch without compaction: dead rows ride along.
+        next_active.push_back(src_id);
+        for (int64_t j = 0; j < k; ++j) {
+          index.push_back(s * k);
+          next_tok.push_back(ids.eos);
+          next_scores.push_back(kNegInf);
+          next_hist.emplace_back();
+        }
+        continue;
+      }
+      std::vector<std::pair<int64_t, int64_t>> beams;  // (row, token)
+      std::vector<double> beam_scores;
+      for (int64_t j = 0; j < top_sc.size(1); ++j) {
+        const double score = sca[s][j];
+        if (score == kNegInf) break;
+        const int64_t row = s * k + ixa[s][j] / v, tok = ixa[s][j] % v;
+        if (tok == ids.eos) {
+          // Only an eos among the top k ends a hypothesis (the others would not be in the beam).
+          if (j < k && static_cast<int64_t>(fin.size()) < k) {
+            Hypothesis h;
+            h.tokens = hist[static_cast<size_t>(row)];
+            h.log_prob = score;
+            h.score = normalise(score, length, o.length_penalty);
+            h.finished = true;
+            fin.push_back(std::move(h));
+          }
+        } else if (static_cast<int64_t>(beams.size()) < k) {
+          beams.emplace_back(row, tok);
+          beam_scores.push_back(score);
+        }
+      }
+      const bool at_max = length >= max_len[static_cast<size_t>(src_id)];
+      if (at_max && static_cast<int64_t>(fin.size()) < k) {
+        // Cut: the best open beams become (unfinished) hypotheses.
+        for (size_t j = 0; j < beams.size() && static_cast<int64_t>(fin.size()) < k; ++j) {
+          Hypothesis h;
+          h.tokens = hist[static_cast<size_t>(beams[j].first)];
+          h.tokens.push_back(beams[j].second);
+          h.log_prob = beam_scores[j];
+          h.score = normalise(beam_scores[j], length, o.length_penalty);
+          fin.push_back(std::move(h));
+        }
+      }
+      const bool done = at_max || static_cast<int64_t>(fin.size()) >= k || beams.empty();
+      if (done) source_done[static_cast<size_t>(src_id)] = 1;
+      if (done && o.compact) continue;
+      next_active.push_back(src_id);
+      for (int64_t j = 0; j < k; ++j) {
+        // Fewer than k live continuations: fill with dead copies of the first.
+        const bool live = !done && j < static_cast<int64_t>(beams.size());
+        const auto& bt = live ? beams[static_cast<size_t>(j)] : (beams.empty() ? std::make_pair(s * k, ids.eos) : beams[0]);
+        index.push_back(bt.first);
+        next_tok.push_back(bt.second);
+        next_scores.push_back(live ? beam_scores[static_cast<size_t>(j)] : kNegInf);
+        std::vector<int64_t> h = hist[static_cast<size_t>(bt.first)];
+        h.push_back(bt.second);
+        next_hist.push_back(std::move(h));
+      }
+    }
+    // Without compaction the batch keeps every source; stop when all are done.
+    bool all_done = true;
+    for (int64_t id : next_active)
+      if (!source_done[static_cast<size_t>(id)]) all_done = false;
+    if (next_active.empty() || all_done) break;
+    const bool same_sources = static_cast<int64_t>(next_active.size()) == a;
+    st.reorder(torch::tensor(index, torch::kLong).to(dev), same_sources);
+    active = std::move(next_active);
+    scores = std::move(next_scores);
+    hist = std::move(next_hist);
+    tokens = torch::tensor(next_tok, torch::kLong).to(dev);
+  }
+
+  std::vector<NBest> out(static_cast<size_t>(b));
+  for (int64_t i = 0; i < b; ++i) {
+    auto& fin = finished[static_cast<size_t>(i)];
+    std::stable_sort(fin.begin(), fin.end(), [](const Hypothesis& x, const Hypothesis& y) { return x.score > y.score; });
+    if (static_cast<int64_t>(fin.size()) > o.nbest) fin.resize(static_cast<size_t>(o.nbest));
+    out[static_cast<size_t>(i)] = std::move(fin);
+  }
+  return out;
+}
+
+std::vector<NBest> translate(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                             const SearchOptions& o) {
+  if (o.beam_size > 1) return beam_search(model, src, src_mask, o);
+  std::vector<NBest> out;
+  for (Hypothesis& h : greedy_search(model, src, src_mask, o)) out.push_back(NBest{std::move(h)});
+  return out;
+}
+
+torch::Tensor token_log_probs(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                              const torch::Tensor& tgt_in, const torch::Tensor& tgt_out, const torch::Tensor& tgt_mask) {
+  TORCH_CHECK(tgt_out.sizes() == tgt_in.sizes(), "forced decoding: tgt_out ", tgt_out.sizes(), " must match tgt_in ",
+              tgt_in.sizes());
+  EvalModeGuard eval(model);
+  torch::NoGradGuard no_grad;
+  torch::Tensor logits = model.forward(src, src_mask, tgt_in, tgt_mask);
+  torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat), -1).gather(2, tgt_out.to(torch::kLong).unsqueeze(-1)).squeeze(-1);
+  if (tgt_mask.defined()) lp = lp.masked_fill(tgt_mask.to(torch::kBool).logical_not(), 0.0);
+  return lp;
+}
+
+torch::Tensor sequence_log_probs(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                                 const torch::Tensor& tgt_in, const torch::Tensor& tgt_out,
+                                 const torch::Tensor& tgt_mask) {
+  return token_log_probs(model, src, src_mask, tgt_in, tgt_out, tgt_mask).to(torch::kDouble).sum(1);
+}
+
+}  // namespace mambamt::models

@@ -1,0 +1,85 @@
+#pragma once
+// Decoding on top of TranslationModel's start()/step(): greedy and batched
+// beam search, and forced-decoding scores (contrastive evaluation). Every
+// function switches the model to eval() for its duration and restores the mode.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "models/model.h"
+
+namespace mambamt::models {
+
+struct SearchOptions {
+  // Beam size (1 = greedy search).
+  int64_t beam_size = 4;
+  // Hypotheses returned per source (<= beam_size; greedy returns one).
+  int64_t nbest = 1;
+  // Finished hypotheses rank by log_prob / length^length_penalty, where length
+  // counts the generated tokens and the eos.
+  double length_penalty = 1.0;
+  // Longest output per source: floor(max_len_a * source length + max_len_b)
+  // tokens, the eos included (at least 1); source length counts real tokens.
+  double max_len_a = 1.5;
+  int64_t max_len_b = 10;
+  // A hard cap on that whatever the source (0 = none).
+  int64_t max_length = 0;
+  // The eos is not allowed before this many tokens (benchmarks set it to the
+  // maximum to force an output length).
+  int64_t min_length = 0;
+  // Drop the rows of finished sources from the batch as they finish (less
+  // work); false keeps the batch whole until every source is done.
+  bool compact = true;
+};
+
+struct Hypothesis {
+  std::vector<int64_t> tokens;  // generated tokens without bos and the final eos
+  double log_prob = 0.0;        // sum of token log-probabilities (the eos included when finished)
+  double score = 0.0;           // log_prob / length^length_penalty
+  bool finished = false;        // ended with eos (false: cut at the maximum length)
+};
+
+// Best first; at most nbest entries.
+using NBest = std::vector<Hypothesis>;
+
+// Greedy search: one hypothesis per row of src (B,S) / src_mask (B,S).
+std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                                      const SearchOptions& options);
+
+// Batched beam search: beam_size hypotheses per source, a source is done when
+// beam_size hypotheses have ended with eos (or at its maximum length). With
+// beam_size 1 it returns greedy_search's hypotheses.
+std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                               const SearchOptions& options);
+
+// greedy_search when beam_size == 1, else beam_search.
+std::vector<NBest> translate(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                             const SearchOptions& options);
+
+// Forced decoding: log p(tgt_out[b,t] | src, tgt_in[b,:t+1]) as (B,T) float32,
+// 0 at padding (tgt_mask false). The batch layout of model.h plus tgt_out.
+torch::Tensor token_log_probs(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                              const torch::Tensor& tgt_in, const torch::Tensor& tgt_out, const torch::Tensor& tgt_mask);
+
+// log p(target | source) per row (B) float64: the sum of token_log_probs.
+torch::Tensor sequence_log_probs(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
+                                 const torch::Tensor& tgt_in, const torch::Tensor& tgt_out,
+                                 const torch::Tensor& tgt_mask);
+
+// Puts a module in eval mode for a scope and restores its mode after.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(torch::nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+  ~EvalModeGuard() {
+    if (was_training_) m_.train();
+  }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  torch::nn::Module& m_;
+  bool was_training_;
+};
+
+}  // namespace mambamt::models

@@ -1,0 +1,82 @@
+#pragma once
+// The inference state of a batch being decoded: per decoder layer the Mamba
+// conv and SSM states or the self-attention KV cache, plus the cross-attention
+// K/V computed once from the source. Every tensor is batch-major, so beam
+// search reorders all of them with one index.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mambamt::models {
+
+// Recurrent state of one Mamba layer (both versions).
+struct MambaState {
+  torch::Tensor conv;  // (B, C, W-1): the last W-1 inputs of the causal conv, activation dtype
+  torch::Tensor ssm;   // Mamba-2 (B, H, P, N) / Mamba-1 (B, D_inner, N), float32 (float64 for float64 models)
+};
+
+// Self-attention keys and values of the positions seen so far.
+//
+// Full attention: columns [0, length) of a buffer of `capacity()` columns that
+// grows by doubling. Sliding-window attention: a ring of `window` columns
+// (column c of the sequence lives in slot c % window), so the cache stays
+// O(window) however long the output gets.
+struct KvCache {
+  torch::Tensor k, v;   // (B, H, capacity, Dh), RoPE already applied to k
+  torch::Tensor valid;  // (B, capacity) bool: the slot holds a real (non-padding) token
+  int64_t length = 0;   // columns written so far (sequence columns, padding included)
+  int64_t window = 0;   // 0 = full attention, else the ring size
+  int64_t capacity() const { return k.defined() ? k.size(2) : 0; }
+  // Slots that currently hold a column: min(length, capacity).
+  int64_t filled() const { return length < capacity() ? length : capacity(); }
+};
+
+// Cross-attention keys and values of the source (computed once per source).
+struct CrossKv {
+  torch::Tensor k, v;     // (B, H, S, Dh)
+  torch::Tensor mask;     // (B, S) bool, true at real source tokens
+  torch::Tensor src_len;  // (B) int64, real source tokens (local cross-attention centres on them)
+};
+
+// Everything one decoder layer carries between steps. Unused parts are undefined.
+struct LayerState {
+  MambaState mamba;
+  KvCache self;
+  CrossKv cross;
+};
+
+// Bytes of the state, by kind (what `mambamt bench decode` reports).
+struct StateBytes {
+  int64_t kv_cache = 0;     // self-attention K/V of the filled columns
+  int64_t cross_kv = 0;     // cross-attention K/V of the source
+  int64_t mamba = 0;        // Mamba conv + SSM states
+  int64_t allocated = 0;    // everything allocated, including unused KV capacity
+  int64_t decoder_state() const { return kv_cache + mamba; }
+  int64_t total() const { return kv_cache + cross_kv + mamba; }
+};
+
+class InferenceState {
+ public:
+  std::vector<LayerState> layers;  // one per decoder layer
+  // (B) int64: position, in its own sequence, of the next token fed to step()
+  // (target position for encoder-decoder kinds, source + target position for
+  // decoder-only kinds).
+  torch::Tensor position;
+  // (B) int64: real tokens of each row's source (max-length rules of search).
+  torch::Tensor src_len;
+
+  int64_t batch_size() const { return position.defined() ? position.size(0) : 0; }
+
+  // Rows become rows[index]: index (int64, values in [0, B)) may repeat rows
+  // (beam expansion), permute them (beam reordering) or be shorter (dropping
+  // finished rows). With `same_sources` the caller promises that index has B
+  // entries and row i is taken from a row holding the same source as row i
+  // (beam reordering within each source's group of beams), so the
+  // cross-attention K/V, equal across the group, are left as they are.
+  void reorder(const torch::Tensor& index, bool same_sources = false);
+
+  StateBytes bytes() const;
+};
+
+}  // namespace mambamt::models

@@ -1,0 +1,98 @@
+#pragma once
+// Helpers of the model tests: tiny configs, random padded batches, comparisons.
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "models/model.h"
+#include "models/registry.h"
+
+namespace mambamt::models::test {
+
+// A validated tiny config of `kind` (d_model 32, Mamba-2 with 4 heads of 16,
+// d_state 8, 3 encoder and 4 decoder layers, no dropout) plus extra TOML lines.
+// Keys given in `extra` (or layer counts implied by a plan) replace the defaults.
+inline core::ModelConfig tiny_config(const std::string& kind, const std::string& extra = "") {
+  auto has = [&](const std::string& key) { return extra.find(key + " =") != std::string::npos; };
+  std::string text = "[model]\nkind = \"" + kind + "\"\n" + extra;
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"d_model", "32"}, {"n_heads", "2"},   {"d_ff", "48"},     {"d_state", "8"},
+      {"headdim", "16"}, {"dropout", "0.0"}, {"init_std", "0.1"}};
+  for (const auto& [key, value] : defaults)
+    if (!has(key)) text += key + " = " + value + "\n";
+  if (!has("enc_layers") && !has("enc_plan") && (kind == "hybrid" || kind == "transformer")) text += "enc_layers = 3\n";
+  if (!has("dec_layers") && !has("dec_plan")) text += "dec_layers = 4\n";
+  return core::parse_experiment(text, "test.toml").model;
+}
+
+constexpr int64_t kVocab = 23;
+
+inline ModelPtr tiny_model(const core::ModelConfig& c, int64_t vocab = kVocab, int64_t boundary = -1) {
+  torch::manual_seed(7);
+  ModelContext ctx;
+  ctx.vocab_size = vocab;
+  ctx.boundary = boundary;
+  ModelPtr m = build_model(c, ctx);
+  m->eval();
+  return m;
+}
+
+// A right-padded batch in the data layout: src s.. eos, tgt_in bos t.., tgt_out t.. eos.
+struct TestBatch {
+  torch::Tensor src, src_mask, tgt_in, tgt_out, tgt_mask;
+  std::vector<int64_t> src_len, tgt_len;
+  int64_t size() const { return src.size(0); }
+  // Row b alone, without padding.
+  TestBatch row(int64_t b) const {
+    TestBatch r;
+    r.src = src.narrow(0, b, 1).narrow(1, 0, src_len[b]);
+    r.src_mask = src_mask.narrow(0, b, 1).narrow(1, 0, src_len[b]);
+    r.tgt_in = tgt_in.narrow(0, b, 1).narrow(1, 0, tgt_len[b]);
+    r.tgt_out = tgt_out.narrow(0, b, 1).narrow(1, 0, tgt_len[b]);
+    r.tgt_mask = tgt_mask.narrow(0, b, 1).narrow(1, 0, tgt_len[b]);
+    r.src_len = {src_len[b]};
+    r.tgt_len = {tgt_len[b]};
+    return r;
+  }
+};
+
+inline TestBatch make_batch(const std::vector<int64_t>& src_len, const std::vector<int64_t>& tgt_len,
+                            int64_t vocab = kVocab, uint64_t seed = 3) {
+  torch::manual_seed(seed);
+  const int64_t b = static_cast<int64_t>(src_len.size());
+  const int64_t s = *std::max_element(src_len.begin(), src_len.end());
+  const int64_t t = *std::max_element(tgt_len.begin(), tgt_len.end());
+  TestBatch x;
+  x.src_len = src_len;
+  x.tgt_len = tgt_len;
+  x.src = torch::zeros({b, s}, torch::kLong);
+  x.tgt_in = torch::zeros({b, t}, torch::kLong);
+  x.tgt_out = torch::zeros({b, t}, torch::kLong);
+  x.src_mask = torch::zeros({b, s}, torch::kBool);
+  x.tgt_mask = torch::zeros({b, t}, torch::kBool);
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t n = src_len[i], m = tgt_len[i];
+    x.src[i].narrow(0, 0, n).copy_(torch::randint(5, vocab, {n}, torch::kLong));
+    x.src[i][n - 1] = 3;  // eos
+    x.src_mask[i].narrow(0, 0, n).fill_(true);
+    torch::Tensor words = torch::randint(5, vocab, {m}, torch::kLong);
+    x.tgt_in[i][0] = 2;  // bos
+    if (m > 1) x.tgt_in[i].narrow(0, 1, m - 1).copy_(words.narrow(0, 0, m - 1));
+    x.tgt_out[i].narrow(0, 0, m).copy_(words);
+    x.tgt_out[i][m - 1] = 3;
+    x.tgt_mask[i].narrow(0, 0, m).fill_(true);
+  }
+  return x;
+}
+
+// max |a - b| / max |b| (0 when both are empty).
+inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  if (b.numel() == 0) return 0.0;
+  const double den = b.abs().max().item<double>();
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>() / (den > 0 ? den : 1.0);
+}
+
+}  // namespace mambamt::models::test

@@ -1,0 +1,247 @@
+// The model invariants of DESIGN.md, for every kind and several plans:
+// incremental decoding equals teacher forcing; padding never changes results;
+// every parameter receives a gradient.
+#include <catch2/catch.hpp>
+
+#include "model_helpers.h"
+#include "models/search.h"
+
+using namespace mambamt;
+using namespace mambamt::models;
+using namespace mambamt::models::test;
+
+namespace {
+
+struct Variant {
+  std::string name;
+  std::string kind;
+  std::string extra;  // TOML lines under [model]
+  int64_t boundary = -1;
+};
+
+// Every kind, and the plan features each one can take.
+std::vector<Variant> variants() {
+  return {
+      {"hybrid default (1:7 middle_end, cross every 4)", "hybrid", ""},
+      {"hybrid 1:3 uniform, cross every 2, gated", "hybrid",
+       "attention_ratio = 0.25\nattention_placement = \"uniform\"\ncross_attn_every = 2\ncross_attn = \"gated\"\n"},
+      {"hybrid explicit plans, local self- and cross-attention", "hybrid",
+       "enc_plan = [\"bimamba\", \"local_attention\", \"attention\"]\n"
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 3\ncross_attn = \"local\"\ncross_attn_window = 4\n"},
+      {"hybrid Mamba-1", "hybrid", "mamba_version = 1\n"},
+      {"hybrid dense connections, Mamba MLPs, ngroups 2, untied", "hybrid",
+       "dense_connections = 2\nmamba_mlp = true\nngroups = 2\ntie_embeddings = false\nmlp = \"relu\"\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"mamba-1 decoder-only with boundary token", "mamba", "mamba_version = 1\n", 4},
+      {"decoder_only Mamba-MHA (1:3 middle_end)", "decoder_only", "attention_ratio = 0.25\n"},
+      {"decoder_only Mamba-Local (window 3)", "decoder_only", "attention_ratio = 0.5\nattn_window = 3\n"},
+      {"decoder_only Transformer++ (all attention), untied", "decoder_only",
+       "attention_ratio = 1.0\ntie_embeddings = false\n", 4},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);  // (B,T,V)
+      REQUIRE(forced.sizes() == torch::IntArrayRef({3, 9, kVocab}));
+      // A small reserve makes the KV caches grow on the way.
+      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
+        torch::Tensor real = batch.tgt_mask.select(1, t);
+        INFO("position " << t);
+        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("a sequence gives the same logits alone and inside a padded batch", "[models][invariant]") {
+  TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      torch::Tensor all = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      for (int64_t b = 0; b < batch.size(); ++b) {
+        TestBatch r = batch.row(b);
+        torch::Tensor alone = m->forward(r.src, r.src_mask, r.tgt_in, r.tgt_mask);
+        INFO("row " << b);
+        CHECK(rel_err(all[b].narrow(0, 0, batch.tgt_len[b]), alone[0]) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("padding on the left of the source changes nothing either", "[models][invariant]") {
+  // The runtime gets right-padded batches, but the models accept any padding
+  // and move it where each kind needs it.
+  TestBatch batch = make_batch({3, 6}, {4, 4}, kVocab, 5);
+  torch::Tensor left_src = torch::zeros_like(batch.src), left_mask = torch::zeros_like(batch.src_mask);
+  for (int64_t b = 0; b < 2; ++b) {
+    const int64_t n = batch.src_len[b], s = batch.src.size(1);
+    left_src[b].narrow(0, s - n, n).copy_(batch.src[b].narrow(0, 0, n));
+    left_mask[b].narrow(0, s - n, n).fill_(true);
+  }
+  for (const std::string kind : {"hybrid", "mamba", "decoder_only"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind));
+      torch::NoGradGuard no_grad;
+      torch::Tensor a = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      torch::Tensor b = m->forward(left_src, left_mask, batch.tgt_in, batch.tgt_mask);
+      CHECK(rel_err(b, a) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("every parameter receives a gradient", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3}, {4, 6});
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra + "dropout = 0.1\nattn_dropout = 0.1\n"), kVocab,
+                              v.boundary);
+      m->train();
+      torch::Tensor logits = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(
+          logits.index({batch.tgt_mask}), batch.tgt_out.index({batch.tgt_mask}));
+      loss.backward();
+      int64_t checked = 0;
+      for (const auto& p : m->named_parameters()) {
+        INFO(p.key());
+        REQUIRE(p.value().grad().defined());
+        CHECK(p.value().grad().abs().sum().item<double>() > 0);
+        CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+        ++checked;
+      }
+      CHECK(checked > 10);
+    }
+  }
+}
+
+TEST_CASE("beam search with beam size 1 equals greedy search", "[models][search]") {
+  // A small vocabulary makes eos likely, so some rows stop early.
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 7, 2, 5}, {2, 2, 2, 2}, vocab, 21);
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      SearchOptions o;
+      o.max_len_a = 1.0;
+      o.max_len_b = 4;
+      o.beam_size = 1;
+      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
+      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(greedy.size() == 4);
+      REQUIRE(beam.size() == 4);
+      for (size_t b = 0; b < 4; ++b) {
+        INFO("row " << b);
+        REQUIRE(beam[b].size() == 1);
+        CHECK(beam[b][0].tokens == greedy[b].tokens);
+        CHECK(beam[b][0].finished == greedy[b].finished);
+        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
+        const int64_t max_len = batch.src_len[b] + 4;
+        CHECK(static_cast<int64_t>(greedy[b].tokens.size()) + (greedy[b].finished ? 1 : 0) <= max_len);
+      }
+      // Without compaction the rows stay in the batch; the results do not change.
+      o.compact = false;
+      auto fixed = greedy_search(*m, batch.src, batch.src_mask, o);
+      auto fixed_beam = beam_search(*m, batch.src, batch.src_mask, o);
+      for (size_t b = 0; b < 4; ++b) {
+        CHECK(fixed[b].tokens == greedy[b].tokens);
+        CHECK(fixed_beam[b][0].tokens == greedy[b].tokens);
+      }
+    }
+  }
+}
+
+TEST_CASE("beam hypotheses score what forced decoding says", "[models][search]") {
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
+  for (const std::string kind : {"hybrid", "mamba"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      SearchOptions o;
+      o.beam_size = 4;
+      o.nbest = 3;
+      o.max_len_a = 1.0;
+      o.max_len_b = 3;
+      o.length_penalty = 0.6;
+      auto out = beam_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(out.size() == 3);
+      for (size_t b = 0; b < out.size(); ++b) {
+        REQUIRE(!out[b].empty());
+        CHECK(out[b].size() <= 3);
+        for (size_t i = 1; i < out[b].size(); ++i) CHECK(out[b][i - 1].score >= out[b][i].score);
+        for (const Hypothesis& h : out[b]) {
+          // Score the hypothesis (plus its eos when finished) by forced decoding.
+          std::vector<int64_t> in{2}, target = h.tokens;
+          for (int64_t t : h.tokens) in.push_back(t);
+          if (h.finished)
+            target.push_back(3);
+          else
+            in.pop_back();
+          const int64_t len = static_cast<int64_t>(target.size());
+          REQUIRE(len >= 1);
+          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
+          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
+          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
+          TestBatch r = batch.row(static_cast<int64_t>(b));
+          double lp = sequence_log_probs(*m, r.src, r.src_mask, tin, tout, tmask).item<double>();
+          CHECK(lp == Approx(h.log_prob).epsilon(1e-4));
+          CHECK(h.score == Approx(h.log_prob / std::pow(static_cast<double>(len), 0.6)).epsilon(1e-9));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("min_length forbids eos and the maximum length holds", "[models][search]") {
+  const int64_t vocab = 6;  // eos is likely at every step
+  TestBatch batch = make_batch({3, 5}, {2, 2}, vocab, 9);
+  ModelPtr m = tiny_model(tiny_config("hybrid"), vocab);
+  SearchOptions o;
+  o.beam_size = 1;
+  o.max_len_a = 0.0;
+  o.max_len_b = 12;
+  o.min_length = 12;
+  auto out = greedy_search(*m, batch.src, batch.src_mask, o);
+  for (const Hypothesis& h : out) {
+    CHECK(h.tokens.size() == 12);
+    CHECK(!h.finished);
+  }
+  o.max_length = 5;
+  o.min_length = 0;
+  o.beam_size = 3;
+  for (const NBest& nb : translate(*m, batch.src, batch.src_mask, o))
+    for (const Hypothesis& h : nb) CHECK(static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0) <= 5);
+}
+
+TEST_CASE("reordering the state reorders the next logits", "[models][state]") {
+  TestBatch batch = make_batch({4, 6, 3}, {3, 3, 3}, kVocab, 2);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      InferenceState a = m->start(batch.src, batch.src_mask, 2);
+      InferenceState b = m->start(batch.src, batch.src_mask, 2);
+      for (int64_t t = 0; t < 2; ++t) {
+        m->step(a, batch.tgt_in.select(1, t));
+        m->step(b, batch.tgt_in.select(1, t));
+      }
+      // Duplicate row 2, drop row 0, swap: rows become [2, 1, 2].
+      torch::Tensor index = torch::tensor(std::vector<int64_t>{2, 1, 2}, torch::kLong);
+      b.reorder(index);
+      torch::Tensor next = batch.tgt_in.select(1, 2);
+      torch::Tensor la = m->step(a, next);
+      torch::Tensor lb = m->step(b, next.index_select(0, index));
+      CHECK(rel_err(lb, la.index_select(0, index)) <= 1e-6);
+    }
+  }
+}

@@ -1,0 +1,146 @@
+// Layers on their own: the Bi-Mamba encoder block in both scan directions,
+// RMSNorm, RoPE, the sliding-window cache, checkpoint averaging.
+#include <catch2/catch.hpp>
+
+#include "core/error.h"
+#include "model_helpers.h"
+#include "models/average.h"
+#include "models/layers.h"
+#include "models/mamba.h"
+
+using namespace mambamt;
+using namespace mambamt::models;
+using namespace mambamt::models::test;
+
+namespace {
+
+// x (B,L,D) right-padded to lengths; positions beyond are garbage that must not matter.
+SeqInfo info_for(const std::vector<int64_t>& lengths, int64_t l) {
+  torch::Tensor mask = torch::zeros({static_cast<int64_t>(lengths.size()), l}, torch::kBool);
+  for (size_t b = 0; b < lengths.size(); ++b) mask[static_cast<int64_t>(b)].narrow(0, 0, lengths[b]).fill_(true);
+  return SeqInfo::from_mask(mask, mask.size(0), l, torch::kCPU);
+}
+
+}  // namespace
+
+TEST_CASE("reverse_index reverses each row within its length", "[models][layers]") {
+  torch::Tensor idx = reverse_index(torch::tensor(std::vector<int64_t>{3, 5, 0}), 5);
+  CHECK(torch::equal(idx[0], torch::tensor(std::vector<int64_t>{2, 1, 0, 3, 4})));
+  CHECK(torch::equal(idx[1], torch::tensor(std::vector<int64_t>{4, 3, 2, 1, 0})));
+  CHECK(torch::equal(idx[2], torch::tensor(std::vector<int64_t>{0, 1, 2, 3, 4})));
+}
+
+TEST_CASE("Bi-Mamba: padding changes neither scan direction", "[models][layers][invariant]") {
+  for (int64_t version : {2, 1}) {
+    SECTION("Mamba-" + std::to_string(version)) {
+      torch::manual_seed(1);
+      BiMamba bi(MambaOptions(16).version(version).d_state(4).headdim(8).init_std(0.2));
+      const std::vector<int64_t> lengths{6, 2, 4};
+      torch::Tensor x = torch::randn({3, 6, 16});
+      torch::Tensor padded = x.clone();
+      padded[1].narrow(0, 2, 4).fill_(100.0);  // loud garbage in the padding
+      padded[2].narrow(0, 4, 2).fill_(-50.0);
+      torch::NoGradGuard no_grad;
+      torch::Tensor y = bi->forward(padded, info_for(lengths, 6), nullptr);
+      for (int64_t b = 0; b < 3; ++b) {
+        torch::Tensor alone = bi->forward(x[b].narrow(0, 0, lengths[b]).unsqueeze(0), info_for({lengths[b]}, lengths[b]),
+                                          nullptr);
+        INFO("row " << b);
+        CHECK(rel_err(y[b].narrow(0, 0, lengths[b]), alone[0]) <= 1e-5);
+      }
+      // The backward scan makes the first output depend on the last real token,
+      // the forward scan makes the last output depend on the first.
+      torch::Tensor x2 = x.clone();
+      x2[0][5] += 1.0;
+      torch::Tensor y2 = bi->forward(x2, info_for(lengths, 6), nullptr);
+      CHECK((y2[0][0] - y[0][0]).abs().max().item<double>() > 1e-6);
+      torch::Tensor x3 = x.clone();
+      x3[0][0] += 1.0;
+      torch::Tensor y3 = bi->forward(x3, info_for(lengths, 6), nullptr);
+      CHECK((y3[0][5] - y[0][5]).abs().max().item<double>() > 1e-6);
+    }
+  }
+}
+
+TEST_CASE("causal Mamba: prefill state continues like the whole sequence", "[models][layers]") {
+  for (int64_t version : {2, 1}) {
+    SECTION("Mamba-" + std::to_string(version)) {
+      torch::manual_seed(2);
+      Mamba m(MambaOptions(16).version(version).d_state(4).headdim(8).init_std(0.2));
+      torch::NoGradGuard no_grad;
+      torch::Tensor x = torch::randn({2, 7, 16});
+      torch::Tensor full = m->forward(x, SeqInfo::from_mask({}, 2, 7, torch::kCPU), nullptr);
+      LayerState st;
+      m->init_state(st, 2, 0, x.options());
+      m->forward(x.narrow(1, 0, 4), SeqInfo::from_mask({}, 2, 4, torch::kCPU), &st);
+      for (int64_t t = 4; t < 7; ++t) {
+        torch::Tensor y = m->step(x.select(1, t), StepInfo{torch::full({2}, t, torch::kLong)}, st);
+        CHECK(rel_err(y, full.select(1, t)) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("RMSNorm and RoPE", "[models][layers]") {
+  RMSNorm n(RMSNormOptions(4).eps(0.0));
+  torch::Tensor y = n->forward(torch::tensor({1.0f, -1.0f, 1.0f, -1.0f}).view({1, 4}));
+  CHECK(rel_err(y, torch::tensor({1.0f, -1.0f, 1.0f, -1.0f}).view({1, 4})) < 1e-6);
+  // RoPE: scores depend on the distance between positions only.
+  torch::manual_seed(3);
+  torch::Tensor q = torch::randn({8}), k = torch::randn({8});
+  auto score = [&](int64_t pq, int64_t pk) {
+    auto tq = rope_tables(torch::tensor({pq}), 8, 10000.0, torch::kFloat);
+    auto tk = rope_tables(torch::tensor({pk}), 8, 10000.0, torch::kFloat);
+    return (apply_rope(q.view({1, 8}), tq.first, tq.second) * apply_rope(k.view({1, 8}), tk.first, tk.second))
+        .sum()
+        .item<double>();
+  };
+  CHECK(score(5, 2) == Approx(score(103, 100)).epsilon(1e-4));
+  CHECK(score(0, 0) == Approx((q * k).sum().item<double>()).epsilon(1e-5));
+}
+
+TEST_CASE("sliding-window attention keeps only the window in its cache", "[models][layers]") {
+  torch::manual_seed(4);
+  Attention att(AttentionOptions(16, 2).window(3).init_std(0.3));
+  att->eval();
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = torch::randn({2, 10, 16});
+  torch::Tensor full = att->forward(x, SeqInfo::from_mask({}, 2, 10, torch::kCPU), nullptr);
+  LayerState st;
+  att->init_state(st, 2, 100, x.options());
+  CHECK(st.self.capacity() == 3);
+  for (int64_t t = 0; t < 10; ++t) {
+    torch::Tensor y = att->step(x.select(1, t), StepInfo{torch::full({2}, t, torch::kLong)}, st);
+    CHECK(rel_err(y, full.select(1, t)) <= 1e-5);
+  }
+  CHECK(st.self.capacity() == 3);
+  CHECK(st.self.length == 10);
+}
+
+TEST_CASE("checkpoint averaging", "[models][average]") {
+  ModelPtr a = tiny_model(tiny_config("hybrid"));
+  torch::manual_seed(99);
+  ModelPtr b = build_model(a->config(), kVocab);
+  TensorMap ma = named_tensors(*a), mb = named_tensors(*b);
+  REQUIRE(ma.count("embed.weight"));
+  REQUIRE(ma.count("decoder.layers.3.cross.q.weight"));
+  TensorMap avg = average_tensors({ma, mb});
+  for (const auto& [name, t] : avg) {
+    INFO(name);
+    CHECK(rel_err(t, (ma.at(name) + mb.at(name)) / 2) <= 1e-6);
+  }
+  // Loading the average into a model, then reading it back.
+  torch::manual_seed(5);
+  ModelPtr c = build_model(a->config(), kVocab);
+  load_named_tensors(*c, avg);
+  for (const auto& [name, t] : named_tensors(*c)) CHECK(torch::equal(t, avg.at(name)));
+
+  TensorMap missing = ma;
+  missing.erase("embed.weight");
+  CHECK_THROWS_AS(average_tensors({ma, missing}), Error);
+  CHECK_THROWS_AS(load_named_tensors(*c, missing), Error);
+  TensorMap wrong = ma;
+  wrong["embed.weight"] = torch::zeros({2, 2});
+  CHECK_THROWS_WITH(load_named_tensors(*c, wrong), Catch::Contains("embed.weight"));
+  CHECK_THROWS_AS(average_tensors({}), Error);
+}
