@@ -143,6 +143,21 @@ void sort_values(std::vector<std::string>& values) {
   });
 }
 
+bool numeric_order(const std::vector<std::string>& values, bool ascending) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    char* end = nullptr;
+    const double v = std::strtod(values[i].c_str(), &end);
+    if (values[i].empty() || end != values[i].c_str() + values[i].size()) return false;
+    if (i > 0) {
+      const double prev = std::strtod(values[i - 1].c_str(), nullptr);
+      if (ascending ? !(prev < v) : !(prev > v)) return false;
+    }
+  }
+  return true;
+}
+bool is_ascending(const std::vector<std::string>& values) { return numeric_order(values, true); }
+bool is_descending(const std::vector<std::string>& values) { return values.size() > 1 && numeric_order(values, false); }
+
 }  // namespace
 
 SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
@@ -315,8 +330,15 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
       if (!v.empty() && p.variant.empty() && !contains_value(axis.values, v) && !contains_value(extra, v))
         extra.push_back(v);
     }
-    if (!grid) sort_values(extra);
+    // Values the grid does not list (a one-factor base value held by the other
+    // axes' points): numeric ones go in order when the grid's values are ordered.
+    const bool descending = grid && is_descending(axis.values);
+    const bool ordered = !grid || is_ascending(axis.values) || descending;
     axis.values.insert(axis.values.end(), extra.begin(), extra.end());
+    if (!extra.empty() && ordered) {
+      sort_values(axis.values);
+      if (descending) std::reverse(axis.values.begin(), axis.values.end());
+    }
     if (k < base_values.size()) axis.base = base_values[k];
     bool base_present = false;
     for (auto& p : sweep.points)

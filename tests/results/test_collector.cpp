@@ -793,3 +793,67 @@ TEST_CASE("report tables: summaries, best marks and formats", "[results][collect
   CHECK(j[1].at("b").is_null());
   CHECK(j[std::size_t{0}].at("a_std").as_number() == Approx(std::sqrt(2.0)));
 }
+
+TEST_CASE("collector: a one-factor sweep that has only started", "[results][collector]") {
+  // sweep.toml and sweep.h5, no store yet: d_state's base value 64 is not among its grid
+  // values, and one-factor points hold it there, so the attention table uses 64.
+  TempDir dir;
+  const fs::path run = dir.path() / "runs" / "ofat";
+  fs::create_directories(run);
+  std::ofstream(run / "sweep.toml") << "[sweep]\nname = \"ofat\"\ndesign = \"one_factor\"\n[grid]\n"
+                                       "model.attention_ratio = [0.25, 0.125]\nmodel.d_state = [32, 128]\n"
+                                       "[[variant]]\nname = \"transformer\"\nmodel.kind = \"transformer\"\n";
+  {
+    h5::File file = h5::File::create((run / "sweep.h5").string());
+    h5::Group root = file.root();
+    root.set_attr("format", "mambamt-sweep");
+    root.set_attr("state", "running");
+    root.set_attr("design", "one_factor");
+    h5::Group pts = root.create_group("points");
+    pts.write_strings("id", {"a1", "a2", "d1", "d2", "t1"});
+    pts.write_strings("name", {"model.attention_ratio=0.25", "model.attention_ratio=0.125", "model.d_state=32",
+                               "model.d_state=128", "transformer"});
+    pts.write_strings("variant", {"", "", "", "", "transformer"});
+    pts.write_ints("seed", {1, 1, 1, 1, 1});
+    write_string_matrix(pts, "axis_values", {"0.25", "64", "0.125", "64", "0.125", "32", "0.125", "128", "0.125", "64"},
+                        5, 2);
+    pts.set_attr("axes", std::vector<std::string>{"model.attention_ratio", "model.d_state"});
+    pts.set_attr("base_values", std::vector<std::string>{"0.125", "64"});
+  }
+  CollectOptions o;
+  o.run_dir = run.string() + "/";
+  o.formats = {"md", "csv", "tex", "json"};
+  std::ostringstream log;
+  CollectReport r = collect(o, log);
+  CHECK(fs::path(r.out_dir) == dir.path() / "results" / "ofat");
+  CHECK(r.counts.at("missing") == 5);
+  CHECK(r.counts.at("completed") == 0);
+  const ReportTable& ratio = find_table(r, "ablation_model.attention_ratio");
+  REQUIRE(ratio.rows.size() == 2);
+  CHECK(ratio.rows[0].status == "1 missing");
+  CHECK(ratio.rows[1].status == "1 missing");
+  // Grid order; d_state's base value goes in numeric order between the grid's values.
+  CHECK(ratio.rows[0].key == "0.25");
+  CHECK(ratio.rows[1].base);
+  CHECK(ratio.caption.find("model.d_state = 64") != std::string::npos);
+  const ReportTable& ds = find_table(r, "ablation_model.d_state");
+  // The base value is a row too: the one-factor points hold every other axis there.
+  REQUIRE(ds.rows.size() == 3);
+  CHECK(ds.rows[0].status == "1 missing");
+  CHECK(ds.rows[1].key == "64");
+  CHECK(ds.rows[1].base);
+  CHECK(ds.rows[2].key == "128");
+  for (auto& row : ds.rows)
+    for (auto& c : row.cells) CHECK_FALSE(c.has_value());
+  const ReportTable& base = find_table(r, "baselines");
+  REQUIRE(base.rows.size() == 2);
+  CHECK(base.rows[0].key == "transformer");
+  CHECK(base.rows[1].key == "base");
+  const std::string md = slurp(fs::path(r.out_dir) / "report.md");
+  CHECK(md.find("| 0 | 0 | 0 | 0 | 0 | 5 | 0 | 5 |") != std::string::npos);
+  CHECK(md.find("No completed store has the results behind `length_bleu` yet") != std::string::npos);
+  CHECK(fs::exists(fs::path(r.out_dir) / "plots" / "quality_vs_speed.svg"));
+  auto rows = parse_csv(slurp(fs::path(r.out_dir) / "tables" / "ablation_model.d_state.csv"));
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[1][4] == "");  // bleu: no value
+}
