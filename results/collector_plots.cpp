@@ -44,11 +44,16 @@ std::vector<std::pair<std::string, std::vector<const PointGroup*>>> plot_sets(co
 
 std::string plot_label(const PointGroup& g) { return g.base ? g.label + " (base)" : g.label; }
 
-// A curve's series name says when some of its seeds are not finished.
-std::string series_name(const PointGroup& g) {
+// A curve's series name: the model, or in an axis's plot the axis value alone;
+// it says when some of the seeds are not finished.
+std::string series_name(const SweepView& view, const std::string& set, const PointGroup& g) {
+  std::string name = plot_label(g);
+  for (size_t k = 0; k < view.sweep->axes.size(); ++k)
+    if (view.sweep->axes[k].key == set && k < g.axis_values.size())
+      name = display_value(set, g.axis_values[k]) + (g.base ? " (base)" : "");
   for (auto* p : g.points)
-    if (p->state != "completed") return plot_label(g) + " (partial)";
-  return plot_label(g);
+    if (p->state != "completed") return name + " (partial)";
+  return name;
 }
 
 bool all_completed(const PointGroup& g) {
@@ -124,7 +129,7 @@ std::vector<PlotFile> write_plots(const SweepView& view, const std::vector<Repor
     for (auto* g : groups) {
       Curve c = metric_curve(*g, "valid_loss");
       LineSeries s;
-      s.name = series_name(*g);
+      s.name = series_name(view, name, *g);
       s.x = c.x;
       s.y = c.mean;
       s.errors = c.std;
