@@ -378,10 +378,17 @@ std::unique_ptr<Collected> run_collect(bool with_sweep_file = true, bool with_gr
   return c;
 }
 
+// The full sweep collected once in every format, shared by the tests that only
+// read the output (building the stores dominates the time).
+const Collected* shared_collect() {
+  static std::unique_ptr<Collected> c = run_collect();
+  return c.get();
+}
+
 }  // namespace
 
 TEST_CASE("collector: status counts, unreadable stores and the default output directory", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   CHECK(fs::path(c->report.out_dir) == c->dir.path() / "results" / "abl");
   const auto& n = c->report.counts;
   CHECK(n.at("total") == 12);
@@ -401,7 +408,7 @@ TEST_CASE("collector: status counts, unreadable stores and the default output di
 }
 
 TEST_CASE("collector: ablation tables hold mean, std and n over seeds with the best marked", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   const ReportTable& ratio = find_table(c->report, "ablation_model.attention_ratio");
   REQUIRE(ratio.rows.size() == 2);
   CHECK(ratio.rows[0].key == "0.25");
@@ -448,7 +455,7 @@ TEST_CASE("collector: ablation tables hold mean, std and n over seeds with the b
 }
 
 TEST_CASE("collector: baseline comparison relative to the Transformer", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   const ReportTable& t = find_table(c->report, "baselines");
   REQUIRE(t.rows.size() == 3);
   CHECK(t.rows[0].key == "transformer");
@@ -474,7 +481,7 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
 }
 
 TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   const ReportTable& len = find_table(c->report, "length_bleu");
   REQUIRE(len.columns.size() == 3);
   CHECK(len.columns[0].key == "1-16");
@@ -498,7 +505,7 @@ TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][col
 }
 
 TEST_CASE("collector: report.md shows status, failures and links", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   const std::string md = slurp(c->out / "report.md");
   CHECK(md.find("# Sweep `abl`") == 0);
   CHECK(md.find("| 7 | 1 | 1 | 0 | 1 | 1 | 1 | 12 |") != std::string::npos);
@@ -521,7 +528,7 @@ TEST_CASE("collector: report.md shows status, failures and links", "[results][co
 }
 
 TEST_CASE("collector: CSV reads back with the same numbers", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   auto rows = parse_csv(slurp(c->out / "tables" / "baselines.csv"));
   REQUIRE(rows.size() == 4);
   const auto& header = rows[0];
@@ -553,7 +560,7 @@ TEST_CASE("collector: CSV reads back with the same numbers", "[results][collecto
 }
 
 TEST_CASE("collector: JSON reads back", "[results][collector]") {
-  auto c = run_collect();
+  const Collected* c = shared_collect();
   const JsonValue rec = read_json_file((c->out / "tables" / "ablation_model.attention_ratio.json").string());
   REQUIRE(rec.is_array());
   REQUIRE(rec.size() == 2);
@@ -573,7 +580,7 @@ TEST_CASE("collector: JSON reads back", "[results][collector]") {
 }
 
 TEST_CASE("collector: summary.h5 holds the aggregated numbers", "[results][collector]") {
-  auto c = run_collect(true, true, {"md"});
+  const Collected* c = shared_collect();
   h5::File f = h5::File::open((c->out / "summary.h5").string());
   h5::Group root = f.root();
   CHECK(root.attr_string("format") == "mambamt-summary");
@@ -608,7 +615,7 @@ TEST_CASE("collector: summary.h5 holds the aggregated numbers", "[results][colle
 }
 
 TEST_CASE("collector: LaTeX uses booktabs and is balanced", "[results][collector]") {
-  auto c = run_collect(true, true, {"tex"});
+  const Collected* c = shared_collect();
   const std::string tex = slurp(c->out / "tables.tex");
   CHECK(tex.find("\\usepackage{booktabs}") != std::string::npos);
   CHECK(count_of(tex, "\\begin{tabular}") == c->report.tables.size());
@@ -645,19 +652,22 @@ TEST_CASE("collector: LaTeX uses booktabs and is balanced", "[results][collector
     }
   }
   if (std::system("command -v pdflatex >/dev/null 2>&1") == 0) {
-    const std::string cmd = "cd '" + c->out.string() +
+    TempDir build;  // pdflatex's aux files stay out of the shared output
+    fs::copy_file(c->out / "tables.tex", build.path() / "tables.tex");
+    const std::string cmd = "cd '" + build.path().string() +
                             "' && pdflatex -interaction=nonstopmode -halt-on-error tables.tex >/dev/null 2>&1";
     CHECK(std::system(cmd.c_str()) == 0);
-    CHECK(fs::exists(c->out / "tables.pdf"));
+    CHECK(fs::exists(build.path() / "tables.pdf"));
   } else {
     WARN("pdflatex not found: tables.tex checked for structure only");
   }
 }
 
 TEST_CASE("collector: every plot renders to a PNG that is not blank", "[results][collector]") {
-  auto c = run_collect(true, true, {"md"});
+  const Collected* c = shared_collect();
   std::vector<fs::path> svgs;
-  for (auto& e : fs::directory_iterator(c->out / "plots")) svgs.push_back(e.path());
+  for (auto& e : fs::directory_iterator(c->out / "plots"))
+    if (e.path().extension() == ".svg") svgs.push_back(e.path());
   std::sort(svgs.begin(), svgs.end());
   std::vector<std::string> names;
   for (auto& p : svgs) names.push_back(p.filename().string());
@@ -673,11 +683,12 @@ TEST_CASE("collector: every plot renders to a PNG that is not blank", "[results]
     WARN("rsvg-convert not found: PNG rendering not checked");
     return;
   }
+  TempDir pngs;
   for (auto& svg : svgs) {
     INFO(svg.filename().string());
     const std::string text = slurp(svg);
     REQUIRE(xml_problem(text) == "");
-    const fs::path png = fs::path(svg).replace_extension(".png");
+    const fs::path png = pngs.path() / fs::path(svg).filename().replace_extension(".png");
     REQUIRE(render_png(svg.string(), png.string()) == 0);
     const PngHeader h = read_png_header(png.string());
     REQUIRE(h.valid);
@@ -691,10 +702,8 @@ TEST_CASE("collector: every plot renders to a PNG that is not blank", "[results]
   }
   if (const char* keep = std::getenv("MAMBAMT_COLLECTOR_KEEP")) {
     fs::create_directories(fs::path(keep) / "plots");
-    for (auto& svg : svgs)
-      fs::copy_file(fs::path(svg).replace_extension(".png"),
-                    fs::path(keep) / "plots" / fs::path(svg).replace_extension(".png").filename(),
-                    fs::copy_options::overwrite_existing);
+    for (auto& e : fs::directory_iterator(pngs.path()))
+      fs::copy_file(e.path(), fs::path(keep) / "plots" / e.path().filename(), fs::copy_options::overwrite_existing);
   }
 }
 
