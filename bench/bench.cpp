@@ -1,6 +1,9 @@
 #include "bench/bench.h"
 
 #include "bench/data_bench.h"
+#include "bench/decode_bench.h"
+#include "bench/kernels_bench.h"
+#include "bench/train_bench.h"
 
 namespace mambamt::bench {
 
@@ -8,6 +11,9 @@ const std::vector<Benchmark>& all() {
   // One line per benchmark; each lives in bench/<name>_bench.cpp.
   static const std::vector<Benchmark> list = {
       {"data", kDataBenchHelp, run_data_bench},
+      {"decode", kDecodeBenchHelp, run_decode_bench},
+      {"kernels", kKernelsBenchHelp, run_kernels_bench},
+      {"train", kTrainBenchHelp, run_train_bench},
   };
   return list;
 }

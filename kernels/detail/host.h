@@ -4,6 +4,9 @@
 #include <torch/torch.h>
 
 #include "kernels/detail/params.h"
+#ifdef MAMBAMT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#endif
 
 namespace mambamt::kernels::detail {
 
@@ -48,6 +51,7 @@ void dispatch(const char* op, const torch::Tensor& like, Cpu&& on_cpu, Cuda&& on
     on_cpu();
   } else if (like.is_cuda()) {
 #ifdef MAMBAMT_WITH_CUDA
+    c10::cuda::CUDAGuard guard(like.device());
     on_cuda();
 #else
     (void)on_cuda;
