@@ -427,11 +427,9 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
       if (t0 > 0) {  // the previous block's rows, needed next
         const int64_t off = ((b * d.L + t0 - T) * d.H + h) * d.P, rs = d.H * d.P;
         prefetch_rows(static_cast<const S*>(p.dout) + off, rs, T, d.P, false);
-        prefetch_rows(static_cast<S*>(p.dx) + off, rs, T, d.P, true);
         if (p.z) {
           prefetch_rows(in.z(b, t0 - T, h), p.z_ls, T, d.P, false);
           prefetch_rows(static_cast<const S*>(p.y_pregate) + off, rs, T, d.P, false);
-          if (p.dz) prefetch_rows(static_cast<S*>(p.dz) + off, rs, T, d.P, true);
         }
       }
       ex.compute(ops, dec);
@@ -486,14 +484,14 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
 
       const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
       const S* bt = Btall + ((b * d.G + g) * d.nc + c) * d.Np * T;
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t s = 0; s < T; ++s) {
-          const bool on = t < len && s <= t;
-          w.Mcb[t * T + s] = on ? E[t * T + s] * cb[t * T + s] : S(0);
-          w.MS[t * T + s] = on ? E[t * T + s] * w.Sm[t * T + s] : S(0);
-        }
+      // E is zero above the diagonal; rows past len are never read (the
+      // products below stop at len); Bt is zero past len.
+      for (int64_t i = 0; i < T * T; ++i) {
+        w.Mcb[i] = E[i] * cb[i];
+        w.MS[i] = E[i] * w.Sm[i];
+      }
       for (int64_t n = 0; n < d.Np; ++n)
-        for (int64_t s = 0; s < T; ++s) w.BcT[n * T + s] = s < len ? eb[s] * bt[n * T + s] : S(0);
+        for (int64_t s = 0; s < T; ++s) w.BcT[n * T + s] = eb[s] * bt[n * T + s];
 
       // du^T (Pp, T) = dH1 B' + dY^T (M o CB).
       ops.gemm(d.P, d.N, T, dH, d.Np, 1, w.BcT.data(), T, w.dUT.data(), T, S(0));
