@@ -1,8 +1,6 @@
-include(/usr/lib/cmake/Catch2/Catch.cmake OPTIONAL RESULT_VARIABLE _catch_cmake)
-if(NOT _catch_cmake)
-  find_package(Catch2 REQUIRED)
-  include(Catch)
-endif()
+# Catch2 v2 from Debian (or unpacked from its .deb on the GPU machine).
+find_package(Catch2 2 REQUIRED)
+include(Catch)
 
 # Registers every test case of <target> with CTest, one group per tag class.
 # A test case with several of the tags lands in the first matching group.

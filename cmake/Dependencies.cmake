@@ -29,15 +29,6 @@ endif()
 # Everything that every mambamt library sees. Keeping one set of flags for all
 # targets is what lets them share a single precompiled LibTorch header.
 add_library(mambamt_deps INTERFACE)
-# Debian's libsentencepiece exports its bundled copy of protobuf-lite. When it is
-# searched before libprotobuf (which LibTorch loads), protobuf's own start-up
-# code binds to those copies and crashes before main(). Naming libprotobuf
-# first puts it ahead of sentencepiece in the symbol search order.
-find_library(MAMBAMT_PROTOBUF_LIBRARY NAMES libprotobuf.so.32 protobuf)
-if(MAMBAMT_PROTOBUF_LIBRARY AND "${TORCH_INSTALL_PREFIX}" MATCHES "^/usr")
-  target_link_libraries(mambamt_deps INTERFACE
-    "-Wl,--no-as-needed" ${MAMBAMT_PROTOBUF_LIBRARY})
-endif()
 # sentencepiece is not linked here: data/ builds it into a shim library that it
 # loads with dlopen (data/CMakeLists.txt, data/detail/spm_api.h), because its
 # bundled protobuf-lite and LibTorch's libprotobuf cannot share one program.

@@ -522,6 +522,10 @@ void validate(ExperimentConfig& c, const std::string& source) {
     fail_on({"model.enc_layers", "model.kind"}, "model.enc_layers = 0: kind " + m.kind + " needs an encoder");
   if (!enc_dec && !m.enc_plan.empty())
     fail_on({"model.enc_plan"}, "model.enc_plan: kind " + m.kind + " is decoder-only and has no encoder");
+  // A default (or preset) cross_attn_every larger than a small decoder means
+  // "only after the last layer"; an explicit one is a mistake worth naming.
+  if (enc_dec && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers && !c.places.count("model.cross_attn_every"))
+    m.cross_attn_every = m.dec_layers;
   if (enc_dec && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers)
     fail_on({"model.cross_attn_every", "model.dec_layers"},
             "model.cross_attn_every = " + std::to_string(m.cross_attn_every) + " exceeds model.dec_layers = " +
@@ -542,6 +546,9 @@ void validate(ExperimentConfig& c, const std::string& source) {
     if (m.attention_ratio > 0 && c.places.count("model.attention_ratio"))
       fail_on({"model.attention_ratio"}, "model.attention_ratio = " + format_double(m.attention_ratio) +
                                              ": kind mamba has no attention (use decoder_only)");
+    // The resolved config says what the model is: no attention. (The default
+    // 0.125 written into the canonical form would not read back.)
+    m.attention_ratio = 0.0;
     for (auto& s : m.dec_plan)
       if (s != "mamba") fail_on({"model.dec_plan"}, "model.dec_plan: `" + s + "` in kind mamba, which has no attention (use decoder_only)");
   }

@@ -147,8 +147,19 @@ void Object::set_attr(const std::string& name, double value) {
   write_attr(*this, id(), name, H5T_NATIVE_DOUBLE, s.get(), &value);
 }
 
+namespace {
+// An empty array attribute has a null dataspace (HDF5 writes no zero-length data).
+void write_empty_attr(const Object& obj, hid_t oid, const std::string& name, hid_t type) {
+  if (H5Aexists(oid, name.c_str()) > 0) H5Adelete(oid, name.c_str());
+  Handle s(H5Screate(H5S_NULL));
+  Handle a(H5Acreate2(oid, name.c_str(), type, s.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!a) throw Error(obj.file() + ": " + obj.path() + ": cannot create attribute " + name + ": " + last_error());
+}
+}  // namespace
+
 void Object::set_attr(const std::string& name, const std::vector<std::string>& value) {
   Handle t = string_type();
+  if (value.empty()) return write_empty_attr(*this, id(), name, t.get());
   hsize_t n = value.size();
   Handle s = check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
   std::vector<const char*> ptrs;
@@ -157,6 +168,7 @@ void Object::set_attr(const std::string& name, const std::vector<std::string>& v
 }
 
 void Object::set_attr(const std::string& name, const std::vector<double>& value) {
+  if (value.empty()) return write_empty_attr(*this, id(), name, H5T_NATIVE_DOUBLE);
   hsize_t n = value.size();
   Handle s = check(H5Screate_simple(1, &n, nullptr), "H5Screate_simple");
   write_attr(*this, id(), name, H5T_NATIVE_DOUBLE, s.get(), value.data());
@@ -174,6 +186,7 @@ std::vector<std::string> Object::attr_strings(const std::string& name) const {
   Handle ft(H5Aget_type(a.get()));
   if (H5Tget_class(ft.get()) != H5T_STRING) fail("attribute " + name + " is not a string");
   Handle sp(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_type(sp.get()) == H5S_NULL) return {};
   hssize_t n = H5Sget_simple_extent_npoints(sp.get());
   return read_string_data(ft.get(), static_cast<size_t>(n), [&](hid_t mem, void* buf) {
     if (H5Aread(a.get(), mem, buf) < 0) fail("cannot read attribute " + name);
@@ -184,6 +197,7 @@ std::vector<double> Object::attr_doubles(const std::string& name) const {
   Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT));
   if (!a) fail("no attribute " + name);
   Handle sp(H5Aget_space(a.get()));
+  if (H5Sget_simple_extent_type(sp.get()) == H5S_NULL) return {};
   hssize_t n = H5Sget_simple_extent_npoints(sp.get());
   std::vector<double> out(static_cast<size_t>(n));
   if (n > 0 && H5Aread(a.get(), H5T_NATIVE_DOUBLE, out.data()) < 0) fail("cannot read attribute " + name);

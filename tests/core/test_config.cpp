@@ -265,3 +265,15 @@ TEST_CASE("config_value_text gives canonical values by dotted key", "[core][conf
   CHECK(config_value_text(c, "eval.length_buckets") == "[16, 32, 64, 128, 256, 512]");
   CHECK_THROWS(config_value_text(c, "model.nope"));
 }
+
+TEST_CASE("the canonical form of every kind and preset reads back", "[core][config]") {
+  for (const char* kind : {"hybrid", "transformer", "mamba", "decoder_only"})
+    for (const char* preset : {"none", "tiny", "small", "base", "medium", "large"}) {
+      INFO(kind << " " << preset);
+      auto c = parse_experiment(std::string("[model]\nkind = \"") + kind + "\"\npreset = \"" + preset + "\"\n", "k.toml");
+      ExperimentConfig back = parse_experiment(c.canonical(), "canonical.toml");
+      CHECK(back == c);
+      CHECK(back.id() == c.id());
+    }
+  CHECK(parse_experiment("[model]\nkind = \"mamba\"\n", "m").model.attention_ratio == 0.0);
+}

@@ -50,6 +50,8 @@ TEST_CASE("a store round-trips config, status, metrics, results and system info"
     st.set_table("contrastive/by_pronoun", t);
     st.set_text("hypotheses", "test.hyp.txt");
     st.set_system({{"host", "node7"}, {"torch", "1.13"}});
+    ResultTable empty;
+    st.set_table("empty", empty);
     st.commit();
   }
   CHECK(h5::open_object_count() == 0);
@@ -77,6 +79,7 @@ TEST_CASE("a store round-trips config, status, metrics, results and system info"
   CHECK(tb.at(0, 0) == 0.75);
   CHECK(std::isnan(tb.at(1, 0)));
   CHECK(snap.texts.at("hypotheses") == "test.hyp.txt");
+  CHECK(snap.tables.at("empty").rows.empty());
   CHECK(snap.system.at("torch") == "1.13");
 
   // The owner reopens and continues appending.

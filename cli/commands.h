@@ -1,0 +1,23 @@
+#pragma once
+// The builders of every subcommand, one per cli/cmd_*.cpp; cli/commands.cpp
+// lists them in `mambamt --help` order.
+#include "cli/args.h"
+
+namespace mambamt::cli {
+
+Command config_check_command();
+Command config_doc_command();
+Command store_show_command();
+Command bench_command();
+Command train_command();
+Command eval_command();
+Command translate_command();
+Command sweep_command();
+Command status_command();
+Command collect_command();
+Command plan_command();
+
+// `mambamt --version` text: version, git revision, LibTorch, CUDA and MPI.
+std::string version_text();
+
+}  // namespace mambamt::cli

@@ -1,0 +1,215 @@
+#include "orchestrator/grid.h"
+
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace mambamt::orchestrator {
+
+namespace {
+
+using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+std::string label_of(const Overrides& varied) {
+  std::string out;
+  for (auto& [k, v] : varied) {
+    if (!out.empty()) out += " ";
+    std::string value = v;
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    out += k + "=" + value;
+  }
+  return out;
+}
+
+// Canonical text of a TOML value as it would be stored in a config (so
+// "0.50" in an [[exclude]] matches 0.5 from a grid axis).
+std::string canonical_value(const core::GridConfig& grid, const std::string& key, const std::string& text) {
+  try {
+    return core::config_value_text(grid.point({{key, text}}), key);
+  } catch (const InputError&) {
+    return text;  // the value alone makes an invalid base; compare literally
+  }
+}
+
+}  // namespace
+
+double estimate_cost_pflop(const core::ExperimentConfig& c) {
+  const auto& m = c.model;
+  double d = static_cast<double>(m.d_model);
+  // Per layer, in units of d^2: attention 4, MLP 2*d_ff/d (3 for SwiGLU),
+  // Mamba-2 ~ in_proj (2*expand + 2*ngroups*d_state/d) + out_proj (expand).
+  double mlp = (m.mlp == "swiglu" ? 3.0 : 2.0) * static_cast<double>(m.d_ff) / d;
+  double attn = 4.0;
+  double mamba = 3.0 * static_cast<double>(m.expand) + 2.0 * static_cast<double>(m.ngroups * m.d_state) / d;
+  double per_layer;
+  if (m.kind == "transformer") {
+    per_layer = attn + mlp;
+  } else {
+    double r = m.attention_ratio;
+    per_layer = r * (attn + mlp) + (1 - r) * (mamba + (m.mamba_mlp ? mlp : 0.0));
+  }
+  double layers = static_cast<double>(m.dec_layers);
+  if (m.kind == "hybrid" || m.kind == "transformer") {
+    // Bi-Mamba encoder layers scan twice; decoder cross-attention adds 4 d^2.
+    layers += static_cast<double>(m.enc_layers) * (m.kind == "hybrid" ? 1.5 : 1.0);
+    layers += static_cast<double>(m.dec_layers) / static_cast<double>(std::max<int64_t>(1, m.cross_attn_every)) * attn /
+              std::max(per_layer, 1.0);
+  }
+  double params = per_layer * layers * d * d;
+  double tokens = static_cast<double>(c.train.max_steps) * static_cast<double>(c.data.max_tokens) *
+                  static_cast<double>(c.train.accum_steps);
+  return 6.0 * params * tokens / 1e15;
+}
+
+ExpandedGrid expand_grid(const core::GridConfig& grid) {
+  ExpandedGrid out;
+  out.grid = grid;
+  for (auto& ax : grid.axes) out.axis_keys.push_back(ax.key);
+
+  // The base must be a valid experiment on its own.
+  core::ExperimentConfig base = grid.point({});
+  for (auto& ax : grid.axes) out.base_values.push_back(core::config_value_text(base, ax.key));
+
+  // Axis combinations as (value index per axis).
+  std::vector<std::vector<size_t>> combos;
+  size_t n_axes = grid.axes.size();
+  if (n_axes == 0) {
+    combos.push_back({});
+  } else if (grid.sweep.design == "one_factor") {
+    // The base point, then every other value of each axis alone. An axis whose
+    // base value is not among its values contributes all its values.
+    std::vector<size_t> base_idx(n_axes, SIZE_MAX);
+    for (size_t a = 0; a < n_axes; ++a)
+      for (size_t v = 0; v < grid.axes[a].values.size(); ++v)
+        if (canonical_value(grid, grid.axes[a].key, grid.axes[a].values[v]) == out.base_values[a]) base_idx[a] = v;
+    combos.push_back(base_idx);
+    for (size_t a = 0; a < n_axes; ++a)
+      for (size_t v = 0; v < grid.axes[a].values.size(); ++v) {
+        if (v == base_idx[a]) continue;
+        std::vector<size_t> c = base_idx;
+        c[a] = v;
+        combos.push_back(c);
+      }
+  } else {
+    std::vector<size_t> idx(n_axes, 0);
+    while (true) {
+      combos.push_back(idx);
+      size_t a = n_axes;
+      while (a > 0) {
+        --a;
+        if (++idx[a] < grid.axes[a].values.size()) break;
+        idx[a] = 0;
+        if (a == 0) {
+          a = SIZE_MAX;
+          break;
+        }
+      }
+      if (a == SIZE_MAX) break;
+    }
+  }
+
+  // Canonical exclude patterns.
+  std::vector<std::vector<std::pair<std::string, std::string>>> excludes;
+  for (auto& ex : grid.excludes) {
+    std::vector<std::pair<std::string, std::string>> m;
+    for (auto& [k, v] : ex.match) m.emplace_back(k, canonical_value(grid, k, v));
+    excludes.push_back(m);
+  }
+
+  std::set<std::string> seen;
+  std::map<std::string, std::string> name_of_id;
+
+  auto add_point = [&](const std::string& variant, const std::string& label, const Overrides& overrides,
+                       const std::vector<core::SourcePlace>& places, int64_t seed) {
+    GridPoint p;
+    p.variant = variant;
+    p.seed = seed;
+    p.name = label;
+    p.overrides = overrides;
+    Overrides with_seed = overrides;
+    std::vector<core::SourcePlace> with_places = places;
+    with_seed.emplace_back("train.seed", std::to_string(seed));
+    with_places.push_back({grid.source, 0, 0});
+    try {
+      core::ExperimentConfig c = grid.point(with_seed, with_places);
+      for (auto& m : excludes) {
+        bool all = true;
+        for (auto& [k, v] : m) all = all && core::config_value_text(c, k) == v;
+        if (all) return;
+      }
+      p.id = c.id();
+      for (auto& key : out.axis_keys) p.axis_values.push_back(core::config_value_text(c, key));
+      p.cost = estimate_cost_pflop(c);
+      p.config = std::move(c);
+    } catch (const InputError& e) {
+      // Excludes match invalid points by their override text.
+      for (auto& m : excludes) {
+        bool all = true;
+        for (auto& [k, v] : m) {
+          bool hit = false;
+          for (auto& [ok, ov] : with_seed) hit = hit || (ok == k && canonical_value(grid, k, ov) == v);
+          all = all && hit;
+        }
+        if (all) return;
+      }
+      std::string key_text;
+      for (auto& [k, v] : with_seed) key_text += k + "=" + v + "\n";
+      p.id = "x" + core::short_hash(grid.sweep.name + "\n" + key_text, 11);
+      p.error = e.what();
+      for (size_t a = 0; a < out.axis_keys.size(); ++a) {
+        std::string v = out.base_values[a];
+        for (auto& [k, val] : overrides)
+          if (k == out.axis_keys[a]) v = canonical_value(grid, k, val);
+        p.axis_values.push_back(v);
+      }
+    }
+    if (!seen.insert(p.id).second) {
+      out.duplicates.push_back((p.name.empty() ? std::string("base") : p.name) + " (seed " + std::to_string(seed) +
+                               ") -> " + p.id + " (same as " + name_of_id[p.id] + ")");
+      return;
+    }
+    name_of_id[p.id] = p.name.empty() ? "base" : p.name;
+    out.points.push_back(std::move(p));
+  };
+
+  auto grid_overrides = [&](const std::vector<size_t>& combo, Overrides& ov, std::vector<core::SourcePlace>& places,
+                            Overrides& varied) {
+    for (size_t a = 0; a < n_axes; ++a) {
+      if (combo[a] == SIZE_MAX) continue;  // one_factor: axis at the base value
+      const auto& ax = grid.axes[a];
+      ov.emplace_back(ax.key, ax.values[combo[a]]);
+      places.push_back(ax.value_places[combo[a]]);
+      // The label shows what differs from the base (all axes for cartesian).
+      if (grid.sweep.design == "cartesian" || canonical_value(grid, ax.key, ax.values[combo[a]]) != out.base_values[a])
+        varied.emplace_back(ax.key, ax.values[combo[a]]);
+    }
+  };
+
+  for (int64_t seed : grid.sweep.seeds)
+    for (auto& combo : combos) {
+      Overrides ov, varied;
+      std::vector<core::SourcePlace> places;
+      grid_overrides(combo, ov, places, varied);
+      add_point("", varied.empty() ? "base" : label_of(varied), ov, places, seed);
+    }
+
+  for (auto& var : grid.variants)
+    for (int64_t seed : grid.sweep.seeds) {
+      if (!var.with_grid) {
+        add_point(var.name, var.name, var.overrides, var.override_places, seed);
+        continue;
+      }
+      for (auto& combo : combos) {
+        Overrides ov, varied;
+        std::vector<core::SourcePlace> places;
+        grid_overrides(combo, ov, places, varied);
+        ov.insert(ov.end(), var.overrides.begin(), var.overrides.end());
+        places.insert(places.end(), var.override_places.begin(), var.override_places.end());
+        add_point(var.name, var.name + (varied.empty() ? "" : " " + label_of(varied)), ov, places, seed);
+      }
+    }
+  return out;
+}
+
+}  // namespace mambamt::orchestrator

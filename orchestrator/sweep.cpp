@@ -1,0 +1,611 @@
+#include "orchestrator/sweep.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <iomanip>
+#include <map>
+#include <set>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/signals.h"
+#include "core/store.h"
+#include "orchestrator/claim.h"
+#include "train/experiment.h"
+
+namespace mambamt::orchestrator {
+
+namespace {
+
+// Message tags on MPI_COMM_WORLD. Leaders send kReady/kResult/kHeartbeat to
+// rank 0's coordinator; the coordinator sends kRun/kStop to leaders (rank 0's
+// own worker included: MPI delivers self-messages like any other).
+enum Tag : int { kReady = 7101, kResult = 7102, kHeartbeat = 7103, kRun = 7104, kStop = 7105 };
+
+double now() { return core::unix_time(); }
+
+void send_text(int dest, int tag, const std::string& s) {
+  MPI_Send(s.data(), static_cast<int>(s.size()), MPI_CHAR, dest, tag, MPI_COMM_WORLD);
+}
+
+// Takes a message with `tag` from `source` if one is waiting. Matched probes
+// (MPI-3) so two threads of a rank never race for the same message.
+bool try_receive(int source, int tag, std::string& text, int& from) {
+  int flag = 0;
+  MPI_Message msg;
+  MPI_Status st;
+  MPI_Improbe(source, tag, MPI_COMM_WORLD, &flag, &msg, &st);
+  if (!flag) return false;
+  int n = 0;
+  MPI_Get_count(&st, MPI_CHAR, &n);
+  text.assign(static_cast<size_t>(n), '\0');
+  MPI_Mrecv(text.data(), n, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+  from = st.MPI_SOURCE;
+  return true;
+}
+
+// Idle ranks poll and sleep instead of blocking: a blocking MPI receive spins
+// a core, which would slow down the training next to it.
+void nap() { std::this_thread::sleep_for(std::chrono::microseconds(500)); }
+
+std::vector<std::string> split(const std::string& s, char sep, size_t max_parts) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (out.size() + 1 < max_parts) {
+    size_t p = s.find(sep, start);
+    if (p == std::string::npos) break;
+    out.push_back(s.substr(start, p - start));
+    start = p + 1;
+  }
+  out.push_back(s.substr(start));
+  return out;
+}
+
+// Group broadcast of a string from the group's rank 0.
+std::string group_bcast(MPI_Comm group, const std::string& text) {
+  int64_t n = static_cast<int64_t>(text.size());
+  MPI_Bcast(&n, 1, MPI_INT64_T, 0, group);
+  std::string out = text;
+  out.resize(static_cast<size_t>(n));
+  if (n > 0) MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, group);
+  return out;
+}
+
+// ------------------------------------------------------------------ worker
+
+struct Assignment {
+  std::string id, name;
+  bool reset_attempts = false;
+  std::string config;  // canonical TOML
+};
+
+std::string encode(const Assignment& a) {
+  return a.id + "\n" + a.name + "\n" + (a.reset_attempts ? "1" : "0") + "\n" + a.config;
+}
+
+Assignment decode(const std::string& s) {
+  auto parts = split(s, '\n', 4);
+  if (parts.size() != 4) throw Error("malformed experiment assignment");
+  return {parts[0], parts[1], parts[2] == "1", parts[3]};
+}
+
+struct WorkerContext {
+  const SweepOptions* opt = nullptr;
+  std::string run_root;
+  std::string sweep_name;
+  MPI_Comm group = MPI_COMM_NULL;
+  double heartbeat_seconds = 10;
+};
+
+// Runs one assignment on every rank of the group; returns "state\tstep\terror".
+std::string run_assignment(const WorkerContext& ctx, const Assignment& a, bool leader) {
+  const SweepOptions& opt = *ctx.opt;
+  if (opt.simulate_ms >= 0) {
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(opt.simulate_ms * 1000)));
+    return "completed\t0\t";
+  }
+  std::atomic<int64_t> step{0};
+  std::atomic<bool> done{false};
+  std::thread heartbeat;
+  if (leader) {
+    heartbeat = std::thread([&] {
+      double last = now();
+      while (!done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (now() - last >= ctx.heartbeat_seconds) {
+          send_text(0, kHeartbeat, a.id + "\t" + std::to_string(step.load()));
+          last = now();
+        }
+      }
+    });
+  }
+  train::RunResult r;
+  try {
+    core::ExperimentConfig config = core::parse_experiment(a.config, ctx.run_root + "/sweep.toml (point " + a.id + ")");
+    train::RunOptions ro;
+    ro.exp_dir = ctx.run_root + "/exp/" + a.id;
+    ro.name = a.name;
+    ro.sweep = ctx.sweep_name;
+    ro.shared_dir = ctx.run_root;
+    ro.group = ctx.group;
+    ro.local_rank = opt.local_rank;
+    ro.ranks_on_node = opt.ranks_on_node;
+    ro.job_id = opt.job_id;
+    ro.reset_attempts = a.reset_attempts;
+    ro.on_progress = [&](const train::Progress& p) { step = p.step; };
+    if (!opt.runner) throw Error("no experiment runner");
+    r = opt.runner(config, ro);
+  } catch (const std::exception& e) {
+    r.state = core::RunState::failed;
+    r.error = e.what();
+  }
+  done = true;
+  if (heartbeat.joinable()) heartbeat.join();
+  std::string err = r.error;
+  std::replace(err.begin(), err.end(), '\n', ' ');
+  return std::string(core::to_string(r.state)) + "\t" + std::to_string(r.step) + "\t" + err;
+}
+
+void leader_loop(const WorkerContext& ctx) {
+  send_text(0, kReady, "");
+  std::string text;
+  int from = 0;
+  while (true) {
+    if (try_receive(0, kStop, text, from)) {
+      if (ctx.group != MPI_COMM_NULL) group_bcast(ctx.group, "");
+      return;
+    }
+    if (!try_receive(0, kRun, text, from)) {
+      nap();
+      continue;
+    }
+    if (ctx.group != MPI_COMM_NULL) group_bcast(ctx.group, text);
+    Assignment a = decode(text);
+    std::string result = run_assignment(ctx, a, /*leader=*/true);
+    send_text(0, kResult, a.id + "\t" + result);
+  }
+}
+
+void member_loop(const WorkerContext& ctx) {
+  while (true) {
+    std::string text = group_bcast(ctx.group, "");
+    if (text.empty()) return;
+    run_assignment(ctx, decode(text), /*leader=*/false);
+  }
+}
+
+// ------------------------------------------------------------------ coordinator
+
+struct Leader {
+  int rank = 0;
+  bool ready = false;    // has said it is there
+  bool busy = false;
+  bool lost = false;
+  bool stopped = false;
+  size_t point = 0;
+  int64_t claim = 0;
+  int64_t step = 0;
+  double since = 0;           // experiment sent
+  double last_heartbeat = 0;
+  double idle_since = 0;      // became free (ready or result)
+  double busy_total = 0;
+  double alive_from = 0;
+  double alive_to = 0;
+};
+
+class Coordinator {
+ public:
+  Coordinator(const SweepOptions& opt, const ExpandedGrid& grid, const RunDirectory& dir, std::deque<size_t> queue,
+              std::vector<int> leader_ranks, SweepSummary base)
+      : opt_(opt), grid_(grid), dir_(dir), queue_(std::move(queue)), summary_(std::move(base)) {
+    me_ = this_process(opt.job_id, opt.restart_count);
+    for (int r : leader_ranks) {
+      Leader l;
+      l.rank = r;
+      leaders_[r] = l;
+    }
+  }
+
+  SweepSummary run() {
+    const auto& sw = grid_.grid.sweep;
+    double start = now();
+    double last_refresh = start;
+    for (auto& [r, l] : leaders_) l.alive_from = start;
+    while (true) {
+      bool progressed = false;
+      std::string text;
+      int from = 0;
+      while (try_receive(MPI_ANY_SOURCE, kReady, text, from)) {
+        auto& l = leaders_.at(from);
+        l.ready = true;
+        l.idle_since = now();
+        progressed = true;
+      }
+      while (try_receive(MPI_ANY_SOURCE, kHeartbeat, text, from)) {
+        auto& l = leaders_.at(from);
+        l.last_heartbeat = now();
+        auto parts = split(text, '\t', 2);
+        if (parts.size() == 2) l.step = std::atoll(parts[1].c_str());
+      }
+      while (try_receive(MPI_ANY_SOURCE, kResult, text, from)) {
+        on_result(leaders_.at(from), text);
+        progressed = true;
+      }
+      if (!stopping_ && core::stop_requested()) {
+        stopping_ = true;
+        summary_.interrupted = true;
+        log("checkpoint signal: no new experiments; waiting for " + std::to_string(busy_count()) +
+            " running experiment(s) to checkpoint");
+      }
+      check_heartbeats(sw.heartbeat_timeout);
+      if (now() - last_refresh >= sw.heartbeat_seconds) {
+        refresh_claims();
+        last_refresh = now();
+      }
+      dispatch();
+      if (busy_count() == 0 && (queue_.empty() || stopping_)) break;
+      if (!progressed) nap();
+    }
+    for (auto& [r, l] : leaders_) {
+      if (l.lost) continue;
+      send_text(r, kStop, "");
+      l.alive_to = now();
+    }
+    for (auto& [r, l] : leaders_) {
+      if (l.lost) continue;
+      summary_.busy_seconds += l.busy_total;
+      summary_.rank_seconds += l.alive_to - l.alive_from;
+    }
+    summary_.remaining = summary_.total - summary_.completed - summary_.failed;
+    return summary_;
+  }
+
+ private:
+  void log(const std::string& s) {
+    if (opt_.log)
+      opt_.log(s);
+    else
+      spdlog::info("{}", s);
+  }
+
+  int busy_count() const {
+    int n = 0;
+    for (auto& [r, l] : leaders_) n += (l.busy && !l.lost);
+    return n;
+  }
+
+  std::string describe(size_t i) const {
+    const GridPoint& p = grid_.points[i];
+    return p.id + " (" + p.name + (grid_.grid.sweep.seeds.size() > 1 ? ", seed " + std::to_string(p.seed) : "") + ")";
+  }
+
+  std::string progress() const {
+    return "[" + std::to_string(summary_.completed + summary_.failed) + "/" + std::to_string(summary_.total) + "]";
+  }
+
+  void dispatch() {
+    if (stopping_) return;
+    for (auto& [r, l] : leaders_) {
+      if (queue_.empty()) return;
+      if (!l.ready || l.busy || l.lost) continue;
+      while (!queue_.empty()) {
+        size_t i = queue_.front();
+        queue_.pop_front();
+        const GridPoint& p = grid_.points[i];
+        std::string exp_dir = dir_.exp_dir(p.id);
+        std::optional<int64_t> gen;
+        if (opt_.simulate_ms < 0) {
+          gen = try_claim(exp_dir, me_, grid_.grid.sweep.heartbeat_timeout);
+          if (!gen) {
+            ++summary_.elsewhere;
+            log("skip " + describe(i) + ": another job is working on it");
+            continue;
+          }
+          // Another job may have finished it since we looked.
+          PointState ps = point_state(dir_, p, grid_.grid.sweep.retries, false);
+          if (ps.need != Need::run && !(opt_.retry_failed && retried_.count(i) == 0)) {
+            release_claim(exp_dir, *gen);
+            if (ps.need == Need::done) ++summary_.completed;
+            else ++summary_.failed;
+            continue;
+          }
+        }
+        Assignment a{p.id, p.name, opt_.retry_failed && retried_.insert(i).second, p.config->canonical()};
+        double t = now();
+        send_text(r, kRun, encode(a));
+        summary_.dispatch_ms.push_back((t - l.idle_since) * 1000.0);
+        l.busy = true;
+        l.point = i;
+        l.claim = gen.value_or(0);
+        l.since = l.last_heartbeat = t;
+        l.step = 0;
+        ++summary_.ran;
+        log(progress() + " start " + describe(i) + " on rank " + std::to_string(r));
+        break;
+      }
+    }
+  }
+
+  void on_result(Leader& l, const std::string& text) {
+    auto parts = split(text, '\t', 4);
+    std::string state = parts.size() > 1 ? parts[1] : "failed";
+    std::string step = parts.size() > 2 ? parts[2] : "0";
+    std::string error = parts.size() > 3 ? parts[3] : "";
+    size_t i = l.point;
+    double t = now();
+    l.busy = false;
+    l.busy_total += t - l.since;
+    l.idle_since = t;
+    const GridPoint& p = grid_.points[i];
+    std::string took = " after " + format_seconds(t - l.since);
+    if (opt_.simulate_ms < 0) release_claim(dir_.exp_dir(p.id), l.claim);
+    if (state == "completed") {
+      ++summary_.completed;
+      log(progress() + " completed " + describe(i) + took);
+      return;
+    }
+    if (state == "interrupted") {
+      log(progress() + " interrupted " + describe(i) + " at step " + step + took + " (checkpointed)");
+      if (!stopping_) queue_.push_back(i);
+      return;
+    }
+    // Failed: another attempt resumes from the last checkpoint, while attempts last.
+    int64_t attempts = 1;
+    try {
+      attempts = core::ExperimentStore::read(dir_.store_path(p.id)).status.attempts;
+    } catch (const std::exception&) {
+    }
+    int64_t allowed = 1 + grid_.grid.sweep.retries;
+    if (!stopping_ && attempts < allowed) {
+      log(progress() + " failed " + describe(i) + took + " (attempt " + std::to_string(attempts) + " of " +
+          std::to_string(allowed) + ", retrying): " + error);
+      queue_.push_back(i);
+    } else {
+      ++summary_.failed;
+      log(progress() + " failed " + describe(i) + took + " (attempt " + std::to_string(attempts) + " of " +
+          std::to_string(allowed) + "): " + error);
+    }
+  }
+
+  void check_heartbeats(double timeout) {
+    double t = now();
+    for (auto& [r, l] : leaders_) {
+      if (!l.busy || l.lost || t - l.last_heartbeat <= timeout) continue;
+      l.lost = true;
+      const GridPoint& p = grid_.points[l.point];
+      std::string why = "rank " + std::to_string(r) + " sent no heartbeat for " + format_seconds(t - l.last_heartbeat) +
+                        " (at step " + std::to_string(l.step) + ")";
+      log(progress() + " lost " + describe(l.point) + ": " + why);
+      ++summary_.lost_ranks;
+      if (opt_.simulate_ms >= 0) continue;
+      // We hold its claim, so we may write its store. The claim is kept until
+      // this job ends: the silent rank may still be alive.
+      try {
+        core::ExperimentStore st = core::ExperimentStore::open(dir_.store_path(p.id));
+        core::StoreStatus s = st.status();
+        s.state = core::RunState::interrupted;
+        s.last_error = why;
+        st.set_status(s);
+        st.commit();
+      } catch (const std::exception& e) {
+        log("could not mark " + p.id + " interrupted: " + e.what());
+      }
+    }
+  }
+
+  void refresh_claims() {
+    if (opt_.simulate_ms >= 0) return;
+    for (auto& [r, l] : leaders_)
+      if (l.busy && !refresh_claim(dir_.exp_dir(grid_.points[l.point].id), l.claim))
+        log("warning: the claim on " + describe(l.point) + " was taken over by another job");
+  }
+
+  static std::string format_seconds(double s) {
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(s < 10 ? 2 : 1) << s << " s";
+    return o.str();
+  }
+
+  const SweepOptions& opt_;
+  const ExpandedGrid& grid_;
+  const RunDirectory& dir_;
+  std::deque<size_t> queue_;
+  SweepSummary summary_;
+  std::map<int, Leader> leaders_;
+  std::set<size_t> retried_;
+  ClaimOwner me_;
+  bool stopping_ = false;
+};
+
+// A failed store for a point the config rejects, so it shows up with its error.
+void record_invalid_point(const RunDirectory& dir, const GridPoint& p, const std::string& sweep, const ClaimOwner& me,
+                          double timeout) {
+  std::string exp_dir = dir.exp_dir(p.id);
+  auto gen = try_claim(exp_dir, me, timeout);
+  if (!gen) return;
+  if (!std::filesystem::exists(dir.store_path(p.id))) {
+    std::string overrides = "# invalid grid point: not a valid experiment\n";
+    for (auto& [k, v] : p.overrides) overrides += "# " + k + " = " + v + "\n";
+    core::ExperimentStore st = core::ExperimentStore::create(dir.store_path(p.id), {p.id, p.name, sweep, overrides});
+    core::StoreStatus s = st.status();
+    s.state = core::RunState::failed;
+    s.attempts = 1;
+    s.last_error = p.error;
+    s.host = me.host;
+    s.finished = core::unix_time();
+    st.set_status(s);
+    st.commit();
+  }
+  release_claim(exp_dir, *gen);
+}
+
+}  // namespace
+
+std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment, bool retry_failed) {
+  std::ostringstream out;
+  RunDirectory dir = run_directory_for(g.grid);
+  bool exists = std::filesystem::exists(dir.root());
+  double total = 0;
+  int to_run = 0;
+  out << "sweep " << g.grid.sweep.name << " (" << g.grid.source << "): " << g.points.size() << " points, design "
+      << g.grid.sweep.design << ", seeds";
+  for (auto s : g.grid.sweep.seeds) out << " " << s;
+  out << ", " << ranks_per_experiment << " rank(s) per experiment\nrun directory " << dir.root()
+      << (exists ? "" : " (new)") << "\n\n";
+  out << std::left << std::setw(14) << "id" << std::setw(10) << "state" << std::right << std::setw(12) << "est. PFLOP"
+      << "  " << std::left << "point\n";
+  for (auto& p : g.points) {
+    std::string state = "new";
+    if (!p.valid()) state = "invalid";
+    if (exists) {
+      PointState ps = point_state(dir, p, g.grid.sweep.retries, retry_failed);
+      if (ps.status) state = core::to_string(ps.status->state);
+      if (!ps.unreadable.empty()) state = "unreadable";
+      if (ps.need == Need::run && p.valid()) ++to_run;
+    } else if (p.valid()) {
+      ++to_run;
+    }
+    total += p.cost;
+    std::ostringstream cost;
+    cost << std::setprecision(3) << p.cost;
+    out << std::left << std::setw(14) << p.id << std::setw(10) << state << std::right << std::setw(12)
+        << (p.valid() ? cost.str() : "-") << "  " << p.name
+        << (g.grid.sweep.seeds.size() > 1 ? "  seed " + std::to_string(p.seed) : "") << "\n";
+    if (!p.valid()) out << "      " << p.error << "\n";
+  }
+  for (auto& d : g.duplicates) out << "duplicate point, runs once: " << d << "\n";
+  std::ostringstream tc;
+  tc << std::setprecision(3) << total;
+  out << "\n" << to_run << " of " << g.points.size() << " points to run; estimated total " << tc.str() << " PFLOP\n";
+  return out.str();
+}
+
+SweepSummary run_sweep(const SweepOptions& opt) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (opt.expected_world_size > 0 && opt.expected_world_size != world)
+    throw Error("this MPI job has " + std::to_string(world) + " rank(s) but the launcher started " +
+                std::to_string(opt.expected_world_size) +
+                " tasks: the ranks did not find each other (under Slurm use `srun --mpi=pmix`, else mpirun)");
+
+  // Rank 0 reads the grid and prepares the run directory; the others wait
+  // for its verdict so a bad grid stops every rank.
+  SweepSummary summary;
+  ExpandedGrid grid;
+  std::optional<RunDirectory> dir;
+  std::deque<size_t> queue;
+  std::string failure;
+  int64_t settings[3] = {0, 1, 10000};  // ok, ranks per experiment, heartbeat ms
+  if (rank == 0) {
+    try {
+      grid = expand_grid(core::load_grid(opt.grid_file));
+      const auto& sw = grid.grid.sweep;
+      if (sw.ranks_per_experiment > world)
+        throw InputError(opt.grid_file + ": sweep.ranks_per_experiment = " + std::to_string(sw.ranks_per_experiment) +
+                         " but the job has " + std::to_string(world) + " rank(s)");
+      dir = prepare_run_directory(grid, opt.allow_grid_change);
+      summary.run_dir = dir->root();
+      summary.total = static_cast<int>(grid.points.size());
+      ClaimOwner me = this_process(opt.job_id, opt.restart_count);
+      for (size_t i = 0; i < grid.points.size(); ++i) {
+        const GridPoint& p = grid.points[i];
+        PointState ps = opt.simulate_ms >= 0 ? PointState{} : point_state(*dir, p, sw.retries, opt.retry_failed);
+        if (!p.valid()) {
+          if (opt.simulate_ms < 0) record_invalid_point(*dir, p, sw.name, me, sw.heartbeat_timeout);
+          ++summary.failed;
+          continue;
+        }
+        if (ps.need == Need::done) ++summary.completed;
+        else if (ps.need == Need::failed_final) ++summary.failed;
+        else queue.push_back(i);
+        if (!ps.unreadable.empty()) spdlog::warn("{} (left alone)", ps.unreadable);
+      }
+      if (sw.order == "cost")
+        std::stable_sort(queue.begin(), queue.end(),
+                         [&](size_t a, size_t b) { return grid.points[a].cost > grid.points[b].cost; });
+      if (opt.simulate_ms < 0) {
+        SweepRecord fresh = sweep_record_for(grid);
+        update_sweep_record(dir->sweep_file(), fresh, [&](SweepRecord& r) {
+          r.state = "running";
+          if (!opt.job_id.empty() && std::find(r.job_ids.begin(), r.job_ids.end(), opt.job_id) == r.job_ids.end())
+            r.job_ids.push_back(opt.job_id);
+          r.requeues = std::max(r.requeues, opt.restart_count);
+        });
+      }
+      settings[0] = 1;
+      settings[1] = sw.ranks_per_experiment;
+      settings[2] = static_cast<int64_t>(sw.heartbeat_seconds * 1000);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  MPI_Bcast(settings, 3, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  if (!settings[0]) {
+    if (rank == 0) throw InputError(failure);
+    throw Error("rank 0 could not start the sweep (its message says why)");
+  }
+  // Run directory and sweep name for the workers.
+  std::string run_root = group_bcast(MPI_COMM_WORLD, rank == 0 ? dir->root() : "");
+  std::string name = group_bcast(MPI_COMM_WORLD, rank == 0 ? grid.grid.sweep.name : "");
+  int k = static_cast<int>(settings[1]);
+  int groups = world / k;
+  int color = rank < groups * k ? rank / k : MPI_UNDEFINED;
+  MPI_Comm group = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, color, rank, &group);
+  if (color == MPI_UNDEFINED) {
+    spdlog::warn("rank {} idles: {} ranks do not divide into groups of {}", rank, world, k);
+    return summary;
+  }
+  int group_rank = 0;
+  MPI_Comm_rank(group, &group_rank);
+  MPI_Comm work_group = group;
+  if (k == 1) {
+    MPI_Comm_free(&group);
+    work_group = MPI_COMM_NULL;
+  }
+
+  WorkerContext ctx{&opt, run_root, name, work_group, static_cast<double>(settings[2]) / 1000.0};
+
+  std::thread coordinator;
+  SweepSummary coordinated;
+  std::string coordinator_error;
+  std::vector<int> leaders;  // outlives the coordinator thread, which reads it
+  for (int g = 0; g < groups; ++g) leaders.push_back(g * k);
+  if (rank == 0) {
+    coordinator = std::thread([&] {
+      try {
+        Coordinator c(opt, grid, *dir, queue, leaders, summary);
+        coordinated = c.run();
+      } catch (const std::exception& e) {
+        coordinator_error = e.what();
+        // Workers wait for orders forever otherwise.
+        for (int r : leaders) send_text(r, kStop, "");
+      }
+    });
+  }
+  if (group_rank == 0)
+    leader_loop(ctx);
+  else
+    member_loop(ctx);
+  if (work_group != MPI_COMM_NULL) MPI_Comm_free(&work_group);
+  if (rank != 0) return summary;
+
+  coordinator.join();
+  if (!coordinator_error.empty()) throw Error("sweep coordinator: " + coordinator_error);
+  if (opt.simulate_ms < 0) {
+    update_sweep_record(dir->sweep_file(), sweep_record_for(grid), [&](SweepRecord& r) {
+      r.state = coordinated.interrupted ? "interrupted" : (coordinated.remaining == 0 ? "completed" : "running");
+    });
+  }
+  return coordinated;
+}
+
+}  // namespace mambamt::orchestrator

@@ -1,0 +1,269 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/store.h"
+#include "orchestrator/claim.h"
+#include "orchestrator/grid.h"
+#include "orchestrator/rundir.h"
+#include "orchestrator/status.h"
+#include "test_util.h"
+
+using namespace mambamt;
+using namespace mambamt::orchestrator;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kGrid = R"([sweep]
+name = "g"
+seeds = [1, 2]
+
+[base]
+model.d_model = 64
+model.n_heads = 2
+model.headdim = 16
+
+[grid]
+model.attention_ratio = [0.25, 0.125]
+model.d_state = [16, 32, 64]
+
+[[variant]]
+name = "transformer"
+model.kind = "transformer"
+
+[[exclude]]
+model.attention_ratio = 0.25
+model.d_state = 64
+)";
+
+}  // namespace
+
+TEST_CASE("a cartesian grid expands to the product times seeds, plus variants, minus excludes", "[orchestrator]") {
+  ExpandedGrid g = expand_grid(core::parse_grid(kGrid, "g.toml"));
+  // (2 x 3 - 1 excluded) x 2 seeds + 1 variant x 2 seeds.
+  REQUIRE(g.points.size() == 12);
+  CHECK(g.axis_keys == std::vector<std::string>({"model.attention_ratio", "model.d_state"}));
+  CHECK(g.base_values == std::vector<std::string>({"0.125", "64"}));
+  std::set<std::string> ids;
+  for (auto& p : g.points) {
+    CHECK(p.valid());
+    CHECK(p.id == p.config->id());
+    CHECK(p.config->train.seed == p.seed);
+    ids.insert(p.id);
+    CHECK_FALSE((p.config->model.attention_ratio == 0.25 && p.config->model.d_state == 64));
+  }
+  CHECK(ids.size() == 12);
+  CHECK(g.points[0].name == "model.attention_ratio=0.25 model.d_state=16");
+  CHECK(g.points[0].axis_values == std::vector<std::string>({"0.25", "16"}));
+  CHECK(g.points.back().variant == "transformer");
+  CHECK(g.points.back().config->model.kind == "transformer");
+  // Expansion is deterministic: the same grid gives the same ids in the same order.
+  ExpandedGrid again = expand_grid(core::parse_grid(kGrid, "other-name.toml"));
+  for (size_t i = 0; i < g.points.size(); ++i) CHECK(again.points[i].id == g.points[i].id);
+}
+
+TEST_CASE("one_factor varies each axis alone around the base", "[orchestrator]") {
+  std::string text = kGrid;
+  text.replace(text.find("seeds = [1, 2]"), 14, "seeds = [1]\ndesign = \"one_factor\"");
+  text = text.substr(0, text.find("[[exclude]]"));
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
+  // base (0.125, 64) + ratio 0.25 + d_state 16, 32 + the variant.
+  REQUIRE(g.points.size() == 5);
+  CHECK(g.points[0].name == "base");
+  CHECK(g.points[0].axis_values == std::vector<std::string>({"0.125", "64"}));
+  CHECK(g.points[1].name == "model.attention_ratio=0.25");
+  CHECK(g.points[2].name == "model.d_state=16");
+  CHECK(g.points[3].name == "model.d_state=32");
+}
+
+TEST_CASE("an invalid combination becomes a failed point with a stable id", "[orchestrator]") {
+  const char* text = R"([sweep]
+name = "bad"
+[base]
+model.d_model = 64
+model.n_heads = 2
+model.headdim = 16
+model.dec_layers = 2
+[grid]
+model.cross_attn_every = [1, 4]
+)";
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "bad.toml"));
+  REQUIRE(g.points.size() == 2);
+  CHECK(g.points[0].valid());
+  CHECK_FALSE(g.points[1].valid());
+  CHECK(g.points[1].id.size() == 12);
+  CHECK(g.points[1].id[0] == 'x');
+  CHECK(g.points[1].error == "bad.toml:9:30: model.cross_attn_every = 4 exceeds model.dec_layers = 2: the decoder "
+                             "would have no cross-attention");
+  CHECK(expand_grid(core::parse_grid(text, "bad.toml")).points[1].id == g.points[1].id);
+}
+
+TEST_CASE("points that resolve to the same experiment run once", "[orchestrator]") {
+  const char* text = R"([sweep]
+name = "dup"
+[base]
+model.d_state = 32
+[grid]
+model.d_state = [32, 64]
+[[variant]]
+name = "same-as-base"
+model.d_state = 32
+)";
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "dup.toml"));
+  CHECK(g.points.size() == 2);
+  REQUIRE(g.duplicates.size() == 1);
+  CHECK(g.duplicates[0].find("same-as-base") == 0);
+}
+
+TEST_CASE("cost estimates order bigger models first", "[orchestrator]") {
+  auto small = core::parse_experiment("[model]\npreset = \"tiny\"\n", "a");
+  auto big = core::parse_experiment("[model]\npreset = \"base\"\n", "b");
+  CHECK(estimate_cost_pflop(big) > 10 * estimate_cost_pflop(small));
+  CHECK(estimate_cost_pflop(small) > 0);
+}
+
+TEST_CASE("claims are exclusive, refreshed, released and taken over when stale", "[orchestrator]") {
+  TempDir tmp;
+  std::string dir = tmp.path("exp/a");
+  ClaimOwner me = this_process("", 0);
+  auto g1 = try_claim(dir, me, 60);
+  REQUIRE(g1);
+  CHECK(*try_claim(dir, me, 60) == *g1);  // ours already
+  // Another live owner on another host: not ours, not stale.
+  ClaimOwner other = me;
+  other.host = "elsewhere";
+  other.pid = 1;
+  CHECK_FALSE(try_claim(dir, other, 60).has_value());
+  CHECK(refresh_claim(dir, *g1));
+  // After the timeout the other owner takes it over (generation + 1), and we
+  // notice that we lost it.
+  auto g2 = try_claim(dir, other, -1);
+  REQUIRE(g2);
+  CHECK(*g2 == *g1 + 1);
+  CHECK_FALSE(refresh_claim(dir, *g1));
+  release_claim(dir, *g1);  // not ours any more: no effect
+  CHECK(current_claim(dir)->generation == *g2);
+  release_claim(dir, *g2);
+  CHECK_FALSE(current_claim(dir).has_value());
+
+  // A claim of a dead process on this host is stale at once.
+  write_text(dir + "/claim.7", "host " + me.host + "\npid 999999\njob \nrestart 0\ntime 0\n");
+  auto c = current_claim(dir);
+  REQUIRE(c);
+  CHECK(claim_is_stale(*c, me, 1e9));
+  CHECK(*try_claim(dir, me, 1e9) == 8);
+  // The same Slurm job after a requeue: the old claim is stale at once.
+  ClaimOwner job = this_process("4242", 0);
+  ClaimInfo old{3, job, 0.0, ""};
+  old.owner.host = "node9";
+  CHECK(claim_is_stale(old, this_process("4242", 1), 1e9));
+  CHECK_FALSE(claim_is_stale(old, this_process("4243", 1), 1e9));
+}
+
+TEST_CASE("a run directory refuses a changed grid unless told", "[orchestrator]") {
+  TempDir tmp;
+  std::string text = std::string(kGrid);
+  text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
+  RunDirectory dir = prepare_run_directory(g, false);
+  CHECK(dir.root() == tmp.dir() + "/g");
+  CHECK(read_text(dir.frozen_grid()) == text);
+  CHECK_NOTHROW(prepare_run_directory(g, false));
+  // A comment changes nothing.
+  std::string commented = text + "# a comment\n";
+  CHECK_NOTHROW(prepare_run_directory(expand_grid(core::parse_grid(commented, "g.toml")), false));
+  // A new axis value adds points: refused, then allowed.
+  std::string more = commented;
+  more.replace(more.find("[16, 32, 64]"), 12, "[16, 32, 64, 128]");
+  ExpandedGrid g2 = expand_grid(core::parse_grid(more, "g.toml"));
+  try {
+    prepare_run_directory(g2, false);
+    FAIL("a changed grid was accepted");
+  } catch (const InputError& e) {
+    std::string m = e.what();
+    CHECK(m.find("g.toml: the grid differs from the one this sweep was started with") == 0);
+    CHECK(m.find("new points: ") != std::string::npos);
+    CHECK(m.find("--allow-grid-change") != std::string::npos);
+  }
+  CHECK(read_text(dir.frozen_grid()) == commented);
+  CHECK_NOTHROW(prepare_run_directory(g2, true));
+  CHECK(read_text(dir.frozen_grid()) == more);
+  CHECK(fs::exists(dir.frozen_grid() + ".1"));
+}
+
+TEST_CASE("the sweep file round-trips its points", "[orchestrator]") {
+  TempDir tmp;
+  ExpandedGrid g = expand_grid(core::parse_grid(kGrid, "g.toml"));
+  SweepRecord r = sweep_record_for(g);
+  r.job_ids = {"11", "12"};
+  r.requeues = 1;
+  write_sweep_record(tmp.path("sweep.h5"), r);
+  auto back = read_sweep_record(tmp.path("sweep.h5"));
+  REQUIRE(back);
+  CHECK(back->ids == r.ids);
+  CHECK(back->names == r.names);
+  CHECK(back->seeds == r.seeds);
+  CHECK(back->axes == r.axes);
+  CHECK(back->axis_values == r.axis_values);
+  CHECK(back->base_values == r.base_values);
+  CHECK(back->job_ids == r.job_ids);
+  update_sweep_record(tmp.path("sweep.h5"), r, [](SweepRecord& x) {
+    x.job_ids.push_back("13");
+    x.state = "interrupted";
+  });
+  back = read_sweep_record(tmp.path("sweep.h5"));
+  CHECK(back->job_ids == std::vector<std::string>({"11", "12", "13"}));
+  CHECK(back->state == "interrupted");
+  CHECK_FALSE(fs::exists(tmp.path("sweep.h5.lock")));
+}
+
+TEST_CASE("point states follow the stores; status reports them", "[orchestrator]") {
+  TempDir tmp;
+  std::string text = std::string(kGrid);
+  text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
+  RunDirectory dir = prepare_run_directory(g, false);
+  write_sweep_record(dir.sweep_file(), sweep_record_for(g));
+  auto make = [&](size_t i, core::RunState state, int64_t attempts) {
+    fs::create_directories(dir.exp_dir(g.points[i].id));
+    auto st = core::ExperimentStore::create(dir.store_path(g.points[i].id), {g.points[i].id, g.points[i].name, "g", ""});
+    core::StoreStatus s = st.status();
+    s.state = state;
+    s.attempts = attempts;
+    s.last_error = state == core::RunState::failed ? "diverged at step 7 (loss=nan)" : "";
+    st.set_status(s);
+    st.commit();
+  };
+  make(0, core::RunState::completed, 1);
+  make(1, core::RunState::failed, 1);
+  make(2, core::RunState::failed, 3);
+  make(3, core::RunState::interrupted, 1);
+  CHECK(point_state(dir, g.points[0], 2, false).need == Need::done);
+  CHECK(point_state(dir, g.points[1], 2, false).need == Need::run);
+  CHECK(point_state(dir, g.points[2], 2, false).need == Need::failed_final);
+  CHECK(point_state(dir, g.points[2], 2, true).need == Need::run);
+  CHECK(point_state(dir, g.points[3], 2, false).need == Need::run);
+  CHECK(point_state(dir, g.points[4], 2, false).need == Need::run);
+  write_text(dir.store_path(g.points[5].id), "garbage");
+  PointState bad = point_state(dir, g.points[5], 2, false);
+  CHECK(bad.need == Need::failed_final);
+  CHECK(bad.unreadable.find("not an HDF5 file") != std::string::npos);
+
+  std::string report = status_report(dir.root());
+  INFO(report);
+  CHECK(report.find("12 experiments:") != std::string::npos);
+  CHECK(report.find("1 completed") != std::string::npos);
+  CHECK(report.find("2 failed") != std::string::npos);
+  CHECK(report.find("1 interrupted") != std::string::npos);
+  CHECK(report.find("1 unreadable") != std::string::npos);
+  CHECK(report.find("7 pending") != std::string::npos);
+  CHECK(report.find("model.attention_ratio=0.25 model.d_state=16  seed 2") != std::string::npos);
+  CHECK(report.find("error: diverged at step 7 (loss=nan)") != std::string::npos);
+  CHECK_THROWS_AS(status_report(tmp.path("nope")), InputError);
+}
