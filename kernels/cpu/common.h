@@ -42,6 +42,9 @@ struct Ops<float> {
   }
   void exp(const float* in, float* out, int64_t n) const { k.exp(in, out, n); }
   void softplus(const float* in, float* out, float* sig, int64_t n) const { k.softplus(in, out, sig, n); }
+  void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) const {
+    k.transpose(rows, cols, src, lds, dst, ldd);
+  }
 };
 
 template <>
@@ -53,6 +56,9 @@ struct Ops<double> {
   void exp(const double* in, double* out, int64_t n) const { generic::exp<double>(in, out, n); }
   void softplus(const double* in, double* out, double* sig, int64_t n) const {
     generic::softplus<double>(in, out, sig, n);
+  }
+  void transpose(int64_t rows, int64_t cols, const double* src, int64_t lds, double* dst, int64_t ldd) const {
+    generic::transpose<double>(rows, cols, src, lds, dst, ldd);
   }
 };
 

@@ -29,8 +29,12 @@ const FloatKernels& choose() {
 }
 }  // namespace
 
+void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  generic::transpose<float>(rows, cols, src, lds, dst, ldd);
+}
+
 const FloatKernels& generic_kernels() {
-  static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus};
+  static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus, &generic_transpose};
   return k;
 }
 

@@ -33,6 +33,10 @@ struct FloatKernels {
   // reference Mamba threshold); sig[i] = its derivative, the sigmoid (1 above
   // 20), when sig is not null. in == out allowed. Relative error ~1e-7.
   void (*softplus)(const float* in, float* out, float* sig, int64_t n);
+
+  // dst[c*ldd + r] = src[r*lds + c] for r < rows, c < cols (rows and cols
+  // multiples of kPadFloats; src and dst must not overlap).
+  void (*transpose)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

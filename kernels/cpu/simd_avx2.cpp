@@ -12,6 +12,8 @@
 
 namespace mambamt::kernels::cpu {
 
+void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+
 #ifdef MAMBAMT_HAVE_AVX2_KERNELS
 #pragma GCC push_options
 // GCC 12 warns about the deliberately undefined upper lanes inside its own intrinsics.
@@ -171,7 +173,8 @@ void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
 #pragma GCC pop_options
 
 const FloatKernels* avx2_kernels() {
-  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus};
+  // The transpose is not hot enough to need its own AVX2 version.
+  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok ? &k : nullptr;

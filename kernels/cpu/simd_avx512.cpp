@@ -190,13 +190,53 @@ void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
   }
 }
 
+// One 16x16 tile: rows of 4x4 blocks interleaved (unpack), then 128-bit
+// lanes regrouped (shuffle_f32x4) twice.
+inline void transpose16x16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // u[4g + j]: column j (mod 4) of rows 4g..4g+3, one 128-bit lane per column group.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 2]), e = _mm512_castps_pd(t[4 * g + 3]);
+    r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+    _mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+    _mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+  }
+}
+
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; r += 16)
+    for (int64_t c = 0; c < cols; c += 16) transpose16x16(src + r * lds + c, lds, dst + c * ldd + r, ldd);
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus};
+  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

@@ -44,4 +44,10 @@ void softplus(const S* in, S* out, S* sig, int64_t n) {
   }
 }
 
+template <typename S>
+void transpose(int64_t rows, int64_t cols, const S* src, int64_t lds, S* dst, int64_t ldd) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+}
+
 }  // namespace mambamt::kernels::cpu::generic

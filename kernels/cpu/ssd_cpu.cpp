@@ -358,12 +358,12 @@ void forward_impl(const SsdParams& p) {
 
 template <typename S>
 struct BwdWork {
-  std::vector<S> Hs, XP, dY, U, UT, dUT, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
+  std::vector<S> Hs, XP, dY, U, UT, dUT, dU, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
       tmp;
   std::vector<Decay<S>> dec;
   explicit BwdWork(const Dims& d)
       : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp),
-        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dUT(d.Pp * T), Q1(T * d.Np), Q2(T * d.Np),
+        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dUT(d.Pp * T), dU(T * d.Pp), Q1(T * d.Np), Q2(T * d.Np),
         Sm(T * T), Mcb(T * T), MS(T * T), Bs(T * d.Np), Cs(T * d.Np), Bpack(T * d.Np),
         Cpack(T * d.Np), BcT(d.Np * T), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
 };
@@ -474,8 +474,7 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         const S* xr = X + t * d.Pp;
         for (int64_t pp = 0; pp < d.P; ++pp) u[pp] = dec.dte[t] * xr[pp];
       }
-      for (int64_t pp = 0; pp < d.Pp; ++pp)
-        for (int64_t t = 0; t < T; ++t) w.UT[pp * T + t] = w.U[t * d.Pp + pp];
+      ops.transpose(T, d.Pp, w.U.data(), d.Pp, w.UT.data(), T);
 
       // Contractions over P.
       ops.gemm(len, d.P, d.Np, w.dY.data(), d.Pp, 1, H0, d.Np, w.Q1.data(), d.Np, S(0));
@@ -520,6 +519,7 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         dcs[len - 1] += dot;
       }
       // dx, ddt, dA.
+      ops.transpose(d.Pp, T, w.dUT.data(), T, w.dU.data(), d.Pp);
       S dl = 0;
       for (int64_t s = len - 1; s >= 0; --s) {
         dl += dcs[s];
@@ -528,10 +528,10 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         const S* dy = w.dY.data() + s * d.Pp;
         S* dx = static_cast<S*>(p.dx) + ((b * d.L + l) * d.H + h) * d.P;
         S xdu = 0;
+        const S* du = w.dU.data() + s * d.Pp;
         for (int64_t pp = 0; pp < d.P; ++pp) {
-          const S du = w.dUT[pp * T + s];
-          dx[pp] = dec.dte[s] * du + Dh * dy[pp];
-          xdu += xr[pp] * du;
+          dx[pp] = dec.dte[s] * du[pp] + Dh * dy[pp];
+          xdu += xr[pp] * du[pp];
         }
         static_cast<S*>(p.ddt)[(b * d.L + l) * d.H + h] = (xdu + dl * A) * dec.grad[s];
         *dA_acc += dl * dec.dte[s];

@@ -74,3 +74,17 @@ TEST_CASE("simd exp and softplus match libm", "[kernels]") {
     }
   }
 }
+
+TEST_CASE("simd transpose matches the portable one", "[kernels]") {
+  for (const auto* k : sets()) {
+    INFO("kernel set " << k->name);
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{16, 16}, {16, 64}, {64, 16}, {32, 48}}) {
+      const int64_t lds = cols + 16, ldd = rows + 32;
+      std::vector<float> src(rows * lds), d1(cols * ldd, -1.f), d2(cols * ldd, -1.f);
+      for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+      k->transpose(rows, cols, src.data(), lds, d1.data(), ldd);
+      cpu::generic::transpose<float>(rows, cols, src.data(), lds, d2.data(), ldd);
+      CHECK(d1 == d2);
+    }
+  }
+}
