@@ -146,14 +146,12 @@ struct BlockExp {
 };
 
 // C_t.B_s of every block and group, shared by the group's heads:
-// CB (B,G,nc,T,T); optionally B of each block transposed, Bt (B,G,nc,Np,T).
+// CB (B,G,nc,T,T).
 template <typename S>
-void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::vector<S>& CB,
-                    std::vector<S>* Bt) {
+void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::vector<S>& CB) {
   const Inputs<S> in{p};
   const int64_t tasks = d.Bn * d.G * d.nc;
   CB.assign(tasks * T * T, S(0));
-  if (Bt) Bt->assign(tasks * d.Np * T, S(0));
   at::parallel_for(0, tasks, 16, [&](int64_t begin, int64_t end) {
     std::vector<S> bt(d.Np * T);
     for (int64_t i = begin; i < end; ++i) {
@@ -164,7 +162,6 @@ void group_products(const SsdParams& p, const Dims& d, const Ops<S>& ops, std::v
         const S* row = in.B(b, t0 + s, g);
         for (int64_t n = 0; n < d.N; ++n) bt[n * T + s] = row[n];
       }
-      if (Bt) std::copy(bt.begin(), bt.end(), Bt->begin() + i * d.Np * T);
       ops.gemm(len, d.N, T, in.C(b, t0, g), p.C_ls, 1, bt.data(), T, CB.data() + i * T * T, T, S(0));
     }
   });
@@ -330,7 +327,7 @@ void forward_impl(const SsdParams& p) {
   const Dims d(p);
   const Ops<S> ops;
   std::vector<S> CB;
-  group_products<S>(p, d, ops, CB, nullptr);
+  group_products<S>(p, d, ops, CB);
   const EffectiveDt<S> edt(p, ops);
   const int64_t hb = heads_per_task(d), nblk = (d.H + hb - 1) / hb;
   at::parallel_for(0, d.Bn * nblk, 1, [&](int64_t begin, int64_t end) {
@@ -358,14 +355,14 @@ void forward_impl(const SsdParams& p) {
 
 template <typename S>
 struct BwdWork {
-  std::vector<S> Hs, XP, dY, U, UT, dUT, dU, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, BcT, acc,
+  std::vector<S> Hs, XP, dY, U, UT, dHT, dU, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, Bc, acc,
       tmp;
   std::vector<Decay<S>> dec;
   explicit BwdWork(const Dims& d)
       : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp),
-        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dUT(d.Pp * T), dU(T * d.Pp), Q1(T * d.Np), Q2(T * d.Np),
+        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dHT(d.Np * d.Pp), dU(T * d.Pp), Q1(T * d.Np), Q2(T * d.Np),
         Sm(T * T), Mcb(T * T), MS(T * T), Bs(T * d.Np), Cs(T * d.Np), Bpack(T * d.Np),
-        Cpack(T * d.Np), BcT(d.Np * T), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
+        Cpack(T * d.Np), Bc(T * d.Np), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
 };
 
 // One checkpoint segment of one head: recompute its block-start states, then
@@ -373,7 +370,7 @@ struct BwdWork {
 // segment's end to its start; dA_acc, dD_acc collect the head's sums.
 template <typename S>
 MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops,
-                                     const S* CBall, const S* Btall, const EffectiveDt<S>& edt,
+                                     const S* CBall, const EffectiveDt<S>& edt,
                                      int64_t b, int64_t h, int64_t seg, S* dH, S* dA_acc,
                                      S* dD_acc, S* dBout, S* dCout, BwdWork<S>& w) {
   const Inputs<S> in{p};
@@ -482,19 +479,22 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
       ops.gemm(len, d.P, d.Np, w.U.data(), d.Pp, 1, dH, d.Np, w.Q2.data(), d.Np, S(0));
 
       const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
-      const S* bt = Btall + ((b * d.G + g) * d.nc + c) * d.Np * T;
       // E is zero above the diagonal; rows past len are never read (the
-      // products below stop at len); Bt is zero past len.
+      // products below stop at len).
       for (int64_t i = 0; i < T * T; ++i) {
         w.Mcb[i] = E[i] * cb[i];
         w.MS[i] = E[i] * w.Sm[i];
       }
-      for (int64_t n = 0; n < d.Np; ++n)
-        for (int64_t s = 0; s < T; ++s) w.BcT[n * T + s] = eb[s] * bt[n * T + s];
+      for (int64_t t = 0; t < len; ++t) {
+        std::memcpy(&w.Bpack[t * d.Np], in.B(b, t0 + t, g), d.N * sizeof(S));
+        std::memcpy(&w.Cpack[t * d.Np], in.C(b, t0 + t, g), d.N * sizeof(S));
+        for (int64_t n = 0; n < d.N; ++n) w.Bc[t * d.Np + n] = eb[t] * w.Bpack[t * d.Np + n];
+      }
 
-      // du^T (Pp, T) = dH1 B' + dY^T (M o CB).
-      ops.gemm(d.P, d.N, T, dH, d.Np, 1, w.BcT.data(), T, w.dUT.data(), T, S(0));
-      ops.gemm(d.P, len, T, w.dY.data(), 1, d.Pp, w.Mcb.data(), T, w.dUT.data(), T, S(1));
+      // du (T, Pp) = diag(eb) B dH1^T + (M o CB)^T dY: both products P-wide.
+      ops.transpose(d.Pp, d.Np, dH, d.Np, w.dHT.data(), d.Pp);
+      ops.gemm(len, d.N, d.Pp, w.Bc.data(), d.Np, 1, w.dHT.data(), d.Pp, w.dU.data(), d.Pp, S(0));
+      ops.gemm(len, len, d.Pp, w.Mcb.data(), 1, T, w.dY.data(), d.Pp, w.dU.data(), d.Pp, S(1));
 
       // Gradient of the cumulative log-decay.
       S dcs[T];
@@ -519,7 +519,6 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         dcs[len - 1] += dot;
       }
       // dx, ddt, dA.
-      ops.transpose(d.Pp, T, w.dUT.data(), T, w.dU.data(), d.Pp);
       S dl = 0;
       for (int64_t s = len - 1; s >= 0; --s) {
         dl += dcs[s];
@@ -537,10 +536,6 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         *dA_acc += dl * dec.dte[s];
       }
       // dC and dB of the block (accumulated over the group's heads).
-      for (int64_t t = 0; t < len; ++t) {
-        std::memcpy(&w.Bpack[t * d.Np], in.B(b, t0 + t, g), d.N * sizeof(S));
-        std::memcpy(&w.Cpack[t * d.Np], in.C(b, t0 + t, g), d.N * sizeof(S));
-      }
       ops.gemm(len, len, d.Np, w.MS.data(), T, 1, w.Bpack.data(), d.Np, w.acc.data(), d.Np, S(0));
       for (int64_t t = 0; t < len; ++t) {
         S* out = dCout + ((b * d.L + t0 + t) * d.G + g) * d.N;
@@ -566,10 +561,10 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
 }
 
 #define MAMBAMT_BWD_ARGS                                                                      \
-  const SsdBwdParams &p, const Dims &d, const Ops<float> &ops, const float *CB, const float *Bt, \
+  const SsdBwdParams &p, const Dims &d, const Ops<float> &ops, const float *CB,                  \
       const EffectiveDt<float> &edt, int64_t b, int64_t h, int64_t seg, float *dH,              \
       float *dA_acc, float *dD_acc, float *dB, float *dC, BwdWork<float> &w
-#define MAMBAMT_BWD_CALL p, d, ops, CB, Bt, edt, b, h, seg, dH, dA_acc, dD_acc, dB, dC, w
+#define MAMBAMT_BWD_CALL p, d, ops, CB, edt, b, h, seg, dH, dA_acc, dD_acc, dB, dC, w
 void backward_segment_base(MAMBAMT_BWD_ARGS) { backward_segment<float>(MAMBAMT_BWD_CALL); }
 #ifdef MAMBAMT_ISA_VARIANTS
 MAMBAMT_TARGET_AVX512 void backward_segment_avx512(MAMBAMT_BWD_ARGS) {
@@ -589,7 +584,7 @@ void backward_segment_any(MAMBAMT_BWD_ARGS) {
 }
 
 void backward_segment_any(const SsdBwdParams& p, const Dims& d, const Ops<double>& ops,
-                          const double* CB, const double* Bt, const EffectiveDt<double>& edt,
+                          const double* CB, const EffectiveDt<double>& edt,
                           int64_t b, int64_t h, int64_t seg, double* dH, double* dA_acc,
                           double* dD_acc, double* dB, double* dC, BwdWork<double>& w) {
   backward_segment<double>(MAMBAMT_BWD_CALL);
@@ -599,8 +594,8 @@ template <typename S>
 void backward_impl(const SsdBwdParams& p) {
   const Dims d(p);
   const Ops<S> ops;
-  std::vector<S> CB, Bt;
-  group_products<S>(p, d, ops, CB, &Bt);
+  std::vector<S> CB;
+  group_products<S>(p, d, ops, CB);
   const EffectiveDt<S> edt(p, ops);
   // Tasks: (batch, group, slice of the group's heads). dB and dC sum over the
   // heads of a group, so a task owns its rows; when there are fewer (batch,
@@ -616,7 +611,8 @@ void backward_impl(const SsdBwdParams& p) {
   S* dC = static_cast<S*>(p.dC);
   at::parallel_for(0, pairs * splits, 1, [&](int64_t begin, int64_t end) {
     BwdWork<S> w(d);
-    std::vector<S> dHs((d.hpg / splits + 1) * d.P * d.Np), acc(2 * (d.hpg / splits + 1));
+    // dH of every head of the task, (Pp, Np) with zero padding rows (transposed whole).
+    std::vector<S> dHs((d.hpg / splits + 1) * d.Pp * d.Np), acc(2 * (d.hpg / splits + 1));
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
       S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
@@ -630,7 +626,7 @@ void backward_impl(const SsdBwdParams& p) {
       // Segment by segment with the heads inside, so that B, C and the dB, dC
       // rows of a segment stay in cache for all the heads.
       const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
-      const int64_t nh = h1 - h0, PNp = d.P * d.Np;
+      const int64_t nh = h1 - h0, PNp = d.Pp * d.Np;
       std::fill(dHs.begin(), dHs.begin() + nh * PNp, S(0));
       std::fill(acc.begin(), acc.end(), S(0));
       for (int64_t h = h0; h < h1; ++h) {
@@ -641,7 +637,7 @@ void backward_impl(const SsdBwdParams& p) {
       }
       for (int64_t seg = nseg - 1; seg >= 0; --seg)
         for (int64_t h = h0; h < h1; ++h)
-          backward_segment_any(p, d, ops, CB.data(), Bt.data(), edt, b, h, seg,
+          backward_segment_any(p, d, ops, CB.data(), edt, b, h, seg,
                                dHs.data() + (h - h0) * PNp, &acc[2 * (h - h0)],
                                &acc[2 * (h - h0) + 1], dBt, dCt, w);
       for (int64_t h = h0; h < h1; ++h) {
