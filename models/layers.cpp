@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "models/detail/init.h"
+#include "models/detail/linear.h"
 
 namespace mambamt::models {
 
@@ -83,8 +84,9 @@ MlpImpl::MlpImpl(const MlpOptions& o) : options(o) {
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
-  if (gate) return down(torch::silu(gate(x)) * up(x));
-  return down(torch::relu(up(x)));
+  using detail::linear;
+  if (gate) return linear(torch::silu(linear(x, gate)) * linear(x, up), down);
+  return linear(torch::relu(linear(x, up)), down);
 }
 
 // ------------------------------------------------------------------ attention
@@ -201,7 +203,7 @@ void AttentionImpl::append(KvCache& c, const torch::Tensor& k, const torch::Tens
 
 torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, LayerState& state) {
   const int64_t b = x.size(0), h = options.n_heads(), dh = head_dim();
-  torch::Tensor qkv_ = qkv(x).view({b, 3, h, 1, dh});
+  torch::Tensor qkv_ = detail::linear(x, qkv).view({b, 3, h, 1, dh});
   torch::Tensor q = qkv_.select(1, 0), k = qkv_.select(1, 1), v = qkv_.select(1, 2);  // (B,H,1,Dh)
   auto t = rope_tables(info.position, dh, options.rope_base(), x.scalar_type());
   torch::Tensor cos = t.first.view({b, 1, 1, dh / 2}), sin = t.second.view({b, 1, 1, dh / 2});
@@ -212,7 +214,7 @@ torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, 
   const int64_t n = c.filled();
   torch::Tensor y = attend(q, c.k.narrow(2, 0, n), c.v.narrow(2, 0, n), c.valid.narrow(1, 0, n).view({b, 1, 1, n}),
                            0.0, false);
-  return out(y.view({b, options.d_model()}));
+  return detail::linear(y.view({b, options.d_model()}), out);
 }
 
 // ------------------------------------------------------------------ cross-attention
@@ -247,7 +249,9 @@ CrossKv CrossAttentionImpl::memory(const torch::Tensor& enc, const torch::Tensor
 torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const CrossKv& m) {
   const int64_t b = x.size(0), t = x.size(1), h = options.n_heads(), dh = options.d_model() / h;
   const int64_t s = m.k.size(2);
-  torch::Tensor qh = q(x).view({b, t, h, dh}).transpose(1, 2);  // (B,H,T,Dh)
+  // Projections on (B*T, D) rows: a decode step (T = 1) takes the fast CPU paths.
+  torch::Tensor x2 = x.reshape({b * t, options.d_model()});
+  torch::Tensor qh = detail::linear(x2, q).view({b, t, h, dh}).transpose(1, 2);  // (B,H,T,Dh)
   torch::Tensor allowed = m.mask.view({b, 1, 1, s});
   if (options.kind() == "local") {
     // Centre: the target position clamped to the source (a diagonal alignment).
@@ -257,9 +261,9 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
     allowed = allowed.logical_and(near.unsqueeze(1));
   }
   torch::Tensor y = attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training());
-  y = out(y.transpose(1, 2).reshape({b, t, options.d_model()}));
-  if (gate) y = y * torch::sigmoid(gate(x));
-  return y;
+  y = detail::linear(y.transpose(1, 2).reshape({b * t, options.d_model()}), out);
+  if (gate) y = y * torch::sigmoid(detail::linear(x2, gate));
+  return y.view({b, t, options.d_model()});
 }
 
 }  // namespace mambamt::models

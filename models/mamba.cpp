@@ -6,6 +6,7 @@
 #include "kernels/selective_scan.h"
 #include "kernels/ssd.h"
 #include "models/detail/init.h"
+#include "models/detail/linear.h"
 
 namespace mambamt::models {
 namespace {
@@ -163,8 +164,8 @@ torch::Tensor SelectiveCoreImpl::forward(const torch::Tensor& x, const torch::Te
 torch::Tensor SelectiveCoreImpl::step(const torch::Tensor& x, const torch::Tensor& z, MambaState& state) {
   const int64_t r = options.rank(), n = options.d_state();
   torch::Tensor u = kernels::causal_conv1d_step(state.conv, x, conv_weight, conv_bias, /*silu=*/true);  // (B,Di)
-  torch::Tensor xd = x_proj(u);
-  torch::Tensor delta = torch::nn::functional::linear(xd.narrow(1, 0, r), dt_proj->weight);
+  torch::Tensor xd = detail::linear(u, x_proj);
+  torch::Tensor delta = detail::linear(xd.narrow(1, 0, r), dt_proj->weight);
   kernels::SelectiveScanStepOptions so;
   so.D = D;
   so.z = z;
@@ -213,7 +214,7 @@ torch::Tensor MambaImpl::forward(const torch::Tensor& x, const SeqInfo& info, La
 
 torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerState& state) {
   const int64_t di = options.d_inner();
-  torch::Tensor p = in_proj(x);  // (B,width)
+  torch::Tensor p = detail::linear(x, in_proj);  // (B,width)
   torch::Tensor y;
   if (ssd) {
     const int64_t c = options.conv_dim_v2();
@@ -221,7 +222,7 @@ torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerStat
   } else {
     y = selective->step(p.narrow(1, di, di), p.narrow(1, 0, di), state.mamba);
   }
-  return out_proj(y);
+  return detail::linear(y, out_proj);
 }
 
 void MambaImpl::init_state(LayerState& state, int64_t batch, int64_t, const torch::TensorOptions& o) {

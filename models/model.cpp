@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include "core/error.h"
+#include "models/detail/linear.h"
 
 namespace mambamt::models {
 namespace {
@@ -124,7 +125,7 @@ EncoderDecoderModel::EncoderDecoderModel(const std::string& kind, const core::Mo
 }
 
 torch::Tensor EncoderDecoderModel::logits(const torch::Tensor& h) {
-  return out_proj ? out_proj(h) : torch::nn::functional::linear(h, tgt_embed->weight);
+  return detail::linear(h, out_proj ? out_proj->weight : tgt_embed->weight);
 }
 
 Memory EncoderDecoderModel::encode(const torch::Tensor& src, const torch::Tensor& src_mask) {
@@ -182,7 +183,7 @@ DecoderOnlyModel::DecoderOnlyModel(const std::string& kind, const core::ModelCon
 }
 
 torch::Tensor DecoderOnlyModel::logits(const torch::Tensor& h) {
-  return out_proj ? out_proj(h) : torch::nn::functional::linear(h, embed->weight);
+  return detail::linear(h, out_proj ? out_proj->weight : embed->weight);
 }
 
 DecoderOnlyModel::Prompt DecoderOnlyModel::prompt(const torch::Tensor& src, const torch::Tensor& src_mask) const {
