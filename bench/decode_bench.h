@@ -1,0 +1,20 @@
+#pragma once
+// `mambamt bench decode`: greedy decoding speed and decoder-state memory of the
+// hybrid (1:7, middle+end), the pure Mamba and the Transformer of the same size
+// preset, as ratios to the Transformer measured in the same run, next to the
+// ratios predicted by the bytes each model reads per step at the copy
+// bandwidth measured in the same run.
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace mambamt::bench {
+
+// args: [--quick] [--preset P] [--batch 1,16] [--lengths 256,1024,4096]
+//       [--src N] [--threads N] [--repeat R]. Returns 0; throws UsageError on a
+// bad argument.
+int run_decode_bench(const std::vector<std::string>& args, std::ostream& out);
+
+extern const char* const kDecodeBenchHelp;
+
+}  // namespace mambamt::bench
