@@ -1,0 +1,303 @@
+// `mambamt train`, `mambamt eval`, `mambamt translate`: one experiment on this
+// machine (the runtime of train/experiment.h).
+#include <mpi.h>
+#include <spdlog/sinks/dist_sink.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "core/config.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/signals.h"
+#include "core/store.h"
+#include "train/experiment.h"
+#include "train/translate.h"
+
+namespace fs = std::filesystem;
+
+namespace mambamt::cli {
+
+namespace {
+
+std::string duration_text(double s) {
+  if (!(s >= 0) || !std::isfinite(s)) return "-";
+  const long t = static_cast<long>(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
+
+// On a terminal the progress line replaces the console's info lines (the
+// experiment's log.txt still gets them all).
+void quiet_console() {
+  for (auto& sink : spdlog::default_logger()->sinks()) {
+    auto dist = std::dynamic_pointer_cast<spdlog::sinks::dist_sink_mt>(sink);
+    if (!dist) continue;
+    for (auto& s : dist->sinks())
+      if (std::dynamic_pointer_cast<spdlog::sinks::stderr_sink_mt>(s)) s->set_level(spdlog::level::warn);
+  }
+}
+
+void draw_progress(const train::Progress& p) {
+  std::ostringstream line;
+  if (p.phase == "train") {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "step %lld/%lld  loss %.4f  lr %.3g  %.0f tok/s  ETA %s",
+                  static_cast<long long>(p.step), static_cast<long long>(p.total_steps), p.loss, p.lr,
+                  p.tokens_per_s, duration_text(p.eta_seconds).c_str());
+    line << buf;
+  } else {
+    line << p.phase << (p.phase == "evaluate" ? " (test sets, contrastive, entities, extrapolation, efficiency)"
+                                              : " at step " + std::to_string(p.step))
+         << " ...";
+  }
+  std::fprintf(stderr, "\r\033[K%s", line.str().c_str());
+  std::fflush(stderr);
+}
+
+// MPI for `train --data-parallel` (mpirun -np N mambamt train ...).
+struct MpiSession {
+  bool owned = false;
+  MpiSession() {
+    int init = 0;
+    MPI_Initialized(&init);
+    if (!init) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      owned = true;
+    }
+  }
+  ~MpiSession() {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (owned && !fin) MPI_Finalize();
+  }
+};
+
+int env_int(const char* name, int def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  try {
+    return std::stoi(v);
+  } catch (...) {
+    return def;
+  }
+}
+
+void print_summary(const std::string& exp_dir) {
+  core::StoreSnapshot s = core::ExperimentStore::read((fs::path(exp_dir) / "store.h5").string());
+  auto show = [&](const std::string& key, const char* label, double scale, int prec) {
+    auto it = s.scalars.find(key);
+    if (it == s.scalars.end() || !std::isfinite(it->second)) return;
+    std::printf("  %-26s %.*f\n", label, prec, it->second * scale);
+  };
+  std::printf("results (%s)\n", exp_dir.c_str());
+  for (auto& [key, v] : s.scalars) {
+    const size_t slash = key.find('/');
+    if (slash != std::string::npos && key.substr(slash) == "/bleu") {
+      const std::string set = key.substr(0, slash);
+      show(set + "/bleu", (set + " BLEU").c_str(), 1, 2);
+      show(set + "/chrf", (set + " chrF").c_str(), 1, 2);
+    }
+  }
+  show("contrastive/accuracy", "contrastive accuracy %", 100, 1);
+  show("entities/recall", "entity recall %", 100, 1);
+  show("efficiency/params", "parameters", 1, 0);
+  show("efficiency/train_tokens_per_s", "training tokens/s", 1, 0);
+}
+
+// Words after an option up to the next option.
+std::vector<std::string> values_after(const std::vector<std::string>& args, size_t& i) {
+  std::vector<std::string> out;
+  while (i + 1 < args.size() && !(args[i + 1].size() > 1 && args[i + 1][0] == '-')) out.push_back(args[++i]);
+  return out;
+}
+
+}  // namespace
+
+Command train_command() {
+  CommandSpec spec;
+  spec.name = "train";
+  spec.summary = "train and evaluate one experiment (resumes from its checkpoints)";
+  spec.positionals = {"EXPERIMENT"};
+  spec.options = {
+      {"--out", "DIR", "experiment directory (default runs/<file stem>)"},
+      {"--shared", "DIR", "where corpora and tokenizers are prepared (default DIR/prepared)"},
+      {"--name", "NAME", "label written into a new store (default the file stem)"},
+      {"--signal", "SIG", "checkpoint signal: USR1, USR2 (default), TERM, INT, HUP; SIGTERM always stops too"},
+      {"--no-eval", "", "stop after training (no test-set evaluation)"},
+      {"--data-parallel", "", "under mpirun: every rank trains the experiment data-parallel (rank 0 writes)"},
+  };
+  spec.description =
+      "Prepares the data, trains with periodic validation and checkpoints, then evaluates the test sets and\n"
+      "writes everything into DIR/store.h5 (docs/STORE.md). Running it again resumes from the newest\n"
+      "checkpoint in DIR/ckpt; a completed experiment is left as it is. A directory holding the store of\n"
+      "another experiment is refused. On a terminal a progress line shows step, loss, learning rate,\n"
+      "tokens/s and ETA; otherwise log lines every train.log_every steps.\n\n"
+      "The checkpoint signal (or SIGTERM) makes it finish the current step, checkpoint and exit.\n"
+      "Exit codes: 0 completed, 1 failed (the store says why), 2 usage error, 3 interrupted (run again to resume).";
+  return {spec, [](const ParsedArgs& a) {
+            const std::string path = a.positional[0];
+            core::ExperimentConfig config = core::load_experiment(path);
+            const std::string stem = fs::path(path).stem().string();
+            train::RunOptions o;
+            o.exp_dir = a.get("--out", (fs::path("runs") / stem).string());
+            o.shared_dir = a.get("--shared", "");
+            o.name = a.get("--name", stem);
+            o.skip_evaluation = a.has("--no-eval");
+            core::install_stop_handlers(a.get("--signal", "USR2"));
+
+            std::unique_ptr<MpiSession> mpi;
+            int rank = 0;
+            if (a.has("--data-parallel")) {
+              mpi = std::make_unique<MpiSession>();
+              MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+              int size = 1;
+              MPI_Comm_size(MPI_COMM_WORLD, &size);
+              core::log::set_rank(rank);
+              if (size > 1) o.group = MPI_COMM_WORLD;
+              o.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", rank));
+              o.ranks_on_node = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("SLURM_NTASKS_PER_NODE", size));
+            }
+            o.interactive = rank == 0 && ::isatty(STDERR_FILENO);
+            if (o.interactive) {
+              quiet_console();
+              o.on_progress = draw_progress;
+            }
+            if (rank == 0) std::fprintf(stderr, "experiment %s -> %s\n", config.id().c_str(), o.exp_dir.c_str());
+            train::RunResult r = train::run_experiment(config, o);
+            if (o.interactive) std::fprintf(stderr, "\r\033[K");
+            core::uninstall_stop_handlers();
+            if (rank != 0) return r.state == core::RunState::failed ? 1 : r.state == core::RunState::interrupted ? 3 : 0;
+            switch (r.state) {
+              case core::RunState::completed:
+                std::printf("completed at step %lld (%.0f s this run)\n", static_cast<long long>(r.step), r.seconds);
+                if (!o.skip_evaluation) print_summary(o.exp_dir);
+                return 0;
+              case core::RunState::interrupted:
+                std::fprintf(stderr, "interrupted at step %lld: checkpointed; run the same command again to resume\n",
+                             static_cast<long long>(r.step));
+                return 3;
+              default:
+                std::fprintf(stderr, "mambamt: error: experiment failed: %s\n", r.error.c_str());
+                return 1;
+            }
+          }};
+}
+
+Command eval_command() {
+  CommandSpec spec;
+  spec.name = "eval";
+  spec.summary = "evaluate a trained experiment again, or on more test sets";
+  spec.rest = true;  // --test and --contrastive take several files
+  spec.options = {
+      {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
+      {"--test", "FILE...", "test sets in the experiment's corpus format (.tsv as TSV); results under their file stem"},
+      {"--contrastive", "FILE...", "ContraPro-format contrastive sets to score as well"},
+      {"--device", "DEV", "auto (default: the experiment's train.device), cpu or cuda"},
+      {"--threads", "N", "CPU threads (default every core)"},
+  };
+  spec.description =
+      "Without --test: the whole suite on the experiment's own sets (BLEU, chrF, chrF++ with bootstrap\n"
+      "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall,\n"
+      "length extrapolation, efficiency). With --test: those files only. Parameters: the mean of the last\n"
+      "eval.average_last checkpoints, else best.h5, else the newest checkpoint. Hypotheses go to DIR/hyp/.";
+  return {spec, [spec](const ParsedArgs& a) {
+            train::EvalRequest req;
+            const auto& args = a.rest;
+            for (size_t i = 0; i < args.size(); ++i) {
+              const std::string& w = args[i];
+              auto value = [&](const std::string& name) {
+                if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
+                return args[++i];
+              };
+              if (w == "--help" || w == "-h") {
+                std::cout << usage_text(spec);
+                return 0;
+              } else if (w == "--store") {
+                req.exp_dir = value(w);
+              } else if (w == "--test") {
+                auto v = values_after(args, i);
+                if (v.empty()) throw UsageError("--test needs at least one file");
+                req.test_files.insert(req.test_files.end(), v.begin(), v.end());
+              } else if (w == "--contrastive") {
+                auto v = values_after(args, i);
+                if (v.empty()) throw UsageError("--contrastive needs at least one file");
+                req.contrastive_files.insert(req.contrastive_files.end(), v.begin(), v.end());
+              } else if (w == "--device") {
+                req.device = value(w);
+              } else if (w == "--threads") {
+                const std::string v = value(w);
+                try {
+                  req.threads = std::stoi(v);
+                } catch (...) {
+                  throw UsageError("--threads " + v + ": expected an integer");
+                }
+              } else {
+                throw UsageError("unexpected argument \"" + w + "\"");
+              }
+            }
+            if (req.exp_dir.empty()) throw UsageError("--store DIR is required");
+            train::evaluate_experiment(req);
+            print_summary(req.exp_dir);
+            return 0;
+          }};
+}
+
+Command translate_command() {
+  CommandSpec spec;
+  spec.name = "translate";
+  spec.summary = "translate stdin to stdout with a trained experiment";
+  spec.options = {
+      {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
+      {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
+      {"--device", "DEV", "auto (default), cpu or cuda"},
+      {"--batch", "N", "lines translated together (default 64)"},
+  };
+  spec.description =
+      "One sentence or passage per input line, one translation per output line (beam search with the\n"
+      "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage.";
+  return {spec, [](const ParsedArgs& a) {
+            const std::string dir = a.get("--store");
+            if (dir.empty()) throw UsageError("--store DIR is required");
+            const std::string w = a.get("--weights", "default");
+            train::Weights which = train::Weights::kDefault;
+            if (w == "best")
+              which = train::Weights::kBest;
+            else if (w == "latest")
+              which = train::Weights::kLatest;
+            else if (w != "default")
+              throw UsageError("--weights " + w + ": use default, best or latest");
+            const long batch = a.get_int("--batch", 64);
+            if (batch < 1) throw UsageError("--batch must be >= 1");
+            train::LoadedExperiment exp = train::load_experiment(dir, a.get("--device", "auto"), which);
+            spdlog::info("translating with {} ({})", dir, exp.weights);
+            std::vector<std::string> lines;
+            auto flush = [&] {
+              for (auto& t : train::translate_lines(exp, lines)) std::cout << t << "\n";
+              std::cout.flush();
+              lines.clear();
+            };
+            for (std::string line; std::getline(std::cin, line);) {
+              lines.push_back(line);
+              if (static_cast<long>(lines.size()) >= batch) flush();
+            }
+            flush();
+            return 0;
+          }};
+}
+
+}  // namespace mambamt::cli

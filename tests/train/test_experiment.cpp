@@ -1,0 +1,211 @@
+// run_experiment end to end: divergence, store ownership, a completed store
+// left alone, the evaluation writing every result name of docs/STORE.md, and
+// the CLI commands on the result.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/checkpoint.h"
+#include "core/error.h"
+#include "core/store.h"
+#include "train/experiment.h"
+#include "train/prepare.h"
+#include "train_helpers.h"
+
+using namespace mambamt;
+namespace fs = std::filesystem;
+
+namespace {
+
+train::RunResult run(const core::ExperimentConfig& c, const std::string& dir, bool eval = false) {
+  train::RunOptions o;
+  o.exp_dir = dir;
+  o.skip_evaluation = !eval;
+  o.shared_dir = fs::path(dir).parent_path().string() + "/shared";
+  return train::run_experiment(c, o);
+}
+
+int64_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string l; std::getline(in, l);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("an absurd learning rate (10, weight decay 1, no clipping) fails the experiment as diverged and no NaN reaches a checkpoint") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config({{"train.lr", "10.0"},
+                                                            {"train.warmup_steps", "0"},
+                                                            {"train.clip_norm", "0"},
+                                                            {"train.weight_decay", "1.0"},
+                                                            {"train.schedule", "\"constant\""},
+                                                            {"train.max_steps", "200"},
+                                                            {"train.checkpoint_every", "1"},
+                                                            {"train.validate_every", "1000"}});
+  const std::string dir = tmp.path("exp");
+  train::RunResult r = run(c, dir);
+  REQUIRE(r.state == core::RunState::failed);
+  CHECK_THAT(r.error, Catch::StartsWith("diverged at step "));
+  CHECK_THAT(r.error, Catch::Contains("(loss="));
+  auto snap = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(snap.status.state == core::RunState::failed);
+  CHECK(snap.status.last_error == r.error);
+  // Every checkpoint on disk holds finite numbers only.
+  core::CheckpointDir ck(dir + "/ckpt");
+  int checked = 0;
+  for (auto step : ck.steps()) {
+    auto c2 = core::read_checkpoint(ck.path_for_step(step));
+    for (auto& [name, t] : c2.tensors) {
+      if (!t.is_floating_point()) continue;
+      INFO(name << " at step " << step);
+      CHECK(torch::isfinite(t).all().item<bool>());
+    }
+    ++checked;
+  }
+  CHECK(checked > 0);
+  // The failure step is after the last checkpoint.
+  const int64_t failed_at = std::stoll(r.error.substr(std::string("diverged at step ").size()));
+  if (ck.latest_step()) CHECK(*ck.latest_step() < failed_at);
+}
+
+TEST_CASE("a directory holding another experiment's store is refused and left unchanged") {
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  const core::ExperimentConfig a = train_test::tiny_config({{"train.max_steps", "2"}});
+  const core::ExperimentConfig b = train_test::tiny_config({{"train.max_steps", "3"}});
+  REQUIRE(run(a, dir).state == core::RunState::completed);
+  const std::string before = read_text(dir + "/store.h5");
+  CHECK_THROWS_AS(run(b, dir), InputError);
+  CHECK_THROWS_WITH(run(b, dir), Catch::Contains(a.id()) && Catch::Contains("holds the store of experiment"));
+  CHECK(read_text(dir + "/store.h5") == before);
+}
+
+TEST_CASE("data preparation is shared and keyed by the fields it depends on") {
+  TempDir tmp;
+  const core::ExperimentConfig a = train_test::tiny_config();
+  const core::ExperimentConfig b = train_test::tiny_config({{"train.lr", "1e-3"}, {"model.d_state", "4"}});
+  const core::ExperimentConfig c = train_test::tiny_config({{"data.vocab_size", "100"}});
+  const core::ExperimentConfig d = train_test::tiny_config({{"data.synthetic.seed", "7"}});
+  CHECK(train::synthetic_key(a) == train::synthetic_key(b));
+  CHECK(train::tokenizer_key(a) == train::tokenizer_key(b));
+  CHECK(train::synthetic_key(a) == train::synthetic_key(c));
+  CHECK(train::tokenizer_key(a) != train::tokenizer_key(c));
+  CHECK(train::synthetic_key(a) != train::synthetic_key(d));
+  CHECK(train::tokenizer_key(a) != train::tokenizer_key(d));
+  train::PreparedData p = train::prepare_data(a, tmp.dir());
+  CHECK(fs::exists(tmp.dir() + "/data/" + train::synthetic_key(a) + "/manifest.txt"));
+  CHECK(fs::exists(tmp.dir() + "/tokenizer/" + train::tokenizer_key(a) + "/spm.model"));
+  CHECK(!p.train_examples.empty());
+  CHECK(!p.valid_examples.empty());
+  REQUIRE(p.tests.size() == 1);
+  CHECK(p.tests[0].name == "test");
+  CHECK(p.tests[0].examples.size() == p.tests[0].references.size());
+  REQUIRE(p.contrastive.size() == 1);
+  CHECK(!p.contrastive[0].examples.empty());
+  CHECK(!p.entity_frequency.empty());
+  // A second preparation reuses both directories.
+  const auto mtime = fs::last_write_time(tmp.dir() + "/tokenizer/" + train::tokenizer_key(a) + "/spm.model");
+  train::PreparedData q = train::prepare_data(b, tmp.dir());
+  CHECK(fs::last_write_time(tmp.dir() + "/tokenizer/" + train::tokenizer_key(a) + "/spm.model") == mtime);
+  CHECK(q.tokenizer->vocab_size() == p.tokenizer->vocab_size());
+}
+
+TEST_CASE("training and evaluation write every store name of docs/STORE.md; a completed store is not rewritten",
+          "[slow]") {
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  const core::ExperimentConfig c = train_test::tiny_config();
+  train::RunResult r = run(c, dir, /*eval=*/true);
+  REQUIRE(r.state == core::RunState::completed);
+  auto s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s.status.state == core::RunState::completed);
+  CHECK(s.status.step == c.train.max_steps);
+  CHECK(s.experiment_id == c.id());
+  CHECK(core::parse_experiment(s.config, "store") == c);
+  for (const char* m : {"train_loss", "lr", "grad_norm", "tokens_per_s", "padding_fraction", "memory_mb", "valid_loss"}) {
+    INFO(m);
+    REQUIRE(s.metrics.count(m));
+    CHECK(!s.metrics[m].empty());
+    for (auto& p : s.metrics[m]) CHECK(std::isfinite(p.value));
+  }
+  CHECK(s.metrics["train_loss"].size() == static_cast<size_t>(c.train.max_steps / c.train.log_every));
+  for (const char* k : {"test/bleu", "test/chrf", "test/chrfpp", "test/bleu_ci_low", "test/bleu_ci_high",
+                        "test/chrf_ci_low", "test/chrf_ci_high", "contrastive/accuracy", "entities/recall",
+                        "efficiency/params", "efficiency/train_tokens_per_s", "efficiency/decode_tokens_per_s",
+                        "efficiency/ms_per_token", "efficiency/peak_memory_mb", "valid/best_loss", "valid/best_step"}) {
+    INFO(k);
+    REQUIRE(s.scalars.count(k));
+    CHECK(std::isfinite(s.scalars[k]));
+  }
+  CHECK(s.scalars["test/bleu_ci_low"] <= s.scalars["test/bleu_ci_high"]);
+  CHECK(s.scalars["contrastive/accuracy"] >= 0);
+  CHECK(s.scalars["contrastive/accuracy"] <= 1);
+  auto table = [&](const std::string& name, const std::vector<std::string>& cols) {
+    INFO(name);
+    REQUIRE(s.tables.count(name));
+    const auto& t = s.tables[name];
+    CHECK(t.columns == cols);
+    CHECK(!t.rows.empty());
+    return t;
+  };
+  auto by_len = table("test/by_length", {"bleu", "chrf", "n", "mean_src_len"});
+  CHECK(by_len.rows == std::vector<std::string>{"1-8", "9-16", "17-32", "33+"});
+  table("contrastive/by_pronoun", {"accuracy", "n"});
+  auto dist = table("contrastive/by_distance", {"accuracy", "n"});
+  CHECK(dist.rows == std::vector<std::string>{"0", "1", "2", "3", ">3"});
+  auto ent = table("entities/by_frequency", {"recall", "n"});
+  CHECK(ent.rows == std::vector<std::string>{"unseen", "1-15", "16+"});
+  auto ex = table("extrapolation/by_length", {"bleu", "chrf", "n", "mean_src_len"});
+  CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
+  auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
+  CHECK(mem.rows.size() == 3);
+  CHECK(s.texts.count("comet"));
+  for (const char* k : {"host", "torch", "device"}) CHECK(s.system.count(k));
+  // Hypotheses: one line per test segment (the buckets' counts add up to them).
+  REQUIRE(fs::exists(dir + "/hyp/test.txt"));
+  double segments = 0;
+  for (size_t i = 0; i < by_len.rows.size(); ++i) segments += by_len.at(i, 2);
+  CHECK(count_lines(dir + "/hyp/test.txt") == static_cast<int64_t>(segments));
+  CHECK(fs::exists(dir + "/log.txt"));
+
+  // Running it again changes nothing.
+  const std::string before = read_text(dir + "/store.h5");
+  const auto steps = core::CheckpointDir(dir + "/ckpt").steps();
+  train::RunResult again = run(c, dir, true);
+  CHECK(again.state == core::RunState::completed);
+  CHECK(again.step == c.train.max_steps);
+  CHECK(read_text(dir + "/store.h5") == before);
+  CHECK(core::CheckpointDir(dir + "/ckpt").steps() == steps);
+
+  // `mambamt eval` on an extra TSV test file, and `mambamt translate`.
+  {
+    // A test file in the corpus's own language: reuse two lines of the synthetic test split.
+    std::ifstream in(tmp.path("shared") + "/data/" + train::synthetic_key(c) + "/test.tsv");
+    std::string l1, l2;
+    std::getline(in, l1);
+    std::getline(in, l2);
+    // Two one-sentence documents (src<TAB>tgt, a blank line between them).
+    auto pair = [](const std::string& l) { return l.substr(0, l.find('\t', l.find('\t') + 1)); };
+    write_text(tmp.path("extra.tsv"), pair(l1) + "\n\n" + pair(l2) + "\n");
+  }
+  CommandResult e = run_shell(mambamt_binary() + " eval --store " + dir + " --test " + tmp.path("extra.tsv"));
+  INFO(e.output);
+  CHECK(e.code == 0);
+  auto s2 = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s2.scalars.count("extra/bleu"));
+  CHECK(s2.scalars.count("test/bleu"));
+  CHECK(count_lines(dir + "/hyp/extra.txt") == 2);
+  write_text(tmp.path("in.txt"), "ta ul pa\n\nen ta\n");
+  CommandResult t = run_shell(mambamt_binary() + " translate --store " + dir + " < " + tmp.path("in.txt") + " 2>/dev/null");
+  CHECK(t.code == 0);
+  CHECK(std::count(t.output.begin(), t.output.end(), '\n') == 3);
+  CommandResult bad = run_shell(mambamt_binary() + " eval --store " + tmp.path("nothing"));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("no experiment store"));
+  CommandResult usage = run_shell(mambamt_binary() + " eval --test x");
+  CHECK(usage.code == 2);
+}

@@ -1,0 +1,192 @@
+// Invariant 4: resume is exact. N steps straight equal k steps, a stop (the
+// checkpoint signal mid-step, or SIGKILL of the process at a random moment),
+// and N-k more: bitwise-equal parameters and equal metric series on CPU.
+#include <catch2/catch.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "core/checkpoint.h"
+#include "core/signals.h"
+#include "core/store.h"
+#include "train/experiment.h"
+#include "train_helpers.h"
+
+using namespace mambamt;
+namespace fs = std::filesystem;
+
+namespace {
+
+train::RunResult run(const core::ExperimentConfig& c, const std::string& dir,
+                     std::function<void(int64_t, const std::string&)> hook = {}) {
+  train::RunOptions o;
+  o.exp_dir = dir;
+  o.skip_evaluation = true;
+  o.on_step_point = std::move(hook);
+  return train::run_experiment(c, o);
+}
+
+std::vector<double> series(const std::string& dir, const std::string& name, std::vector<int64_t>* steps = nullptr) {
+  auto s = core::ExperimentStore::read(dir + "/store.h5");
+  std::vector<double> out;
+  for (auto& p : s.metrics[name]) {
+    out.push_back(p.value);
+    if (steps) steps->push_back(p.step);
+  }
+  return out;
+}
+
+// Starts `mambamt train` in the background; returns its pid.
+pid_t spawn_train(const std::string& config, const std::string& out, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+    }
+    const std::string bin = mambamt_binary();
+    ::execl(bin.c_str(), bin.c_str(), "train", config.c_str(), "--out", out.c_str(), "--no-eval", (char*)nullptr);
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+}  // namespace
+
+TEST_CASE("resume is exact: a checkpoint signal mid-step, then the rest, equals a straight run") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config();
+  const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
+  REQUIRE(run(c, straight).state == core::RunState::completed);
+
+  // The signal arrives while step 5 computes its gradients: the step finishes,
+  // is checkpointed, and the run returns interrupted.
+  core::install_stop_handlers("USR2");
+  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
+    if (step == 5 && point == "backward") ::raise(SIGUSR2);
+  });
+  core::uninstall_stop_handlers();
+  core::reset_stop_request();
+  CHECK(r.state == core::RunState::interrupted);
+  CHECK(r.step == 5);
+  core::CheckpointDir ck(stopped + "/ckpt");
+  REQUIRE(ck.latest_step());
+  CHECK(*ck.latest_step() == 5);
+  CHECK(core::ExperimentStore::read(stopped + "/store.h5").status.state == core::RunState::interrupted);
+
+  train::RunResult r2 = run(c, stopped);
+  CHECK(r2.state == core::RunState::completed);
+  CHECK(r2.step == c.train.max_steps);
+  CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
+        "");
+  // The metric series are the same too (same steps, same values).
+  for (const char* m : {"train_loss", "lr", "grad_norm", "padding_fraction", "valid_loss"}) {
+    INFO(m);
+    std::vector<int64_t> s1, s2;
+    auto a = series(straight, m, &s1), b = series(stopped, m, &s2);
+    CHECK(s1 == s2);
+    CHECK(a == b);
+  }
+  auto st = core::ExperimentStore::read(stopped + "/store.h5").status;
+  CHECK(st.attempts == 2);
+}
+
+TEST_CASE("resume is exact after SIGKILL of `mambamt train` at a random moment", "[slow]") {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> over{
+      {"train.max_steps", "30"}, {"train.checkpoint_every", "3"}, {"train.validate_every", "10"}};
+  const std::string cfg = train_test::write_config(tmp.dir(), "kill", over);
+  const std::string straight = tmp.path("straight"), killed = tmp.path("killed");
+  {
+    pid_t pid = spawn_train(cfg, straight, tmp.path("straight.log"));
+    REQUIRE(wait_exit(pid) == 0);
+  }
+  std::mt19937 rng(std::random_device{}());
+  int kills = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    pid_t pid = spawn_train(cfg, killed, tmp.path("killed.log"));
+    // Kill it at a random moment after it has made some progress.
+    const auto t0 = std::chrono::steady_clock::now();
+    const int wait_ms = std::uniform_int_distribution<int>(300, 4000)(rng);
+    bool exited = false;
+    int code = 0;
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(wait_ms)) {
+      int st = 0;
+      if (::waitpid(pid, &st, WNOHANG) == pid) {
+        exited = true;
+        code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (exited) {
+      INFO(read_text(tmp.path("killed.log")));
+      REQUIRE(code == 0);
+      break;
+    }
+    ::kill(pid, SIGKILL);
+    wait_exit(pid);
+    ++kills;
+    // The store stays readable after every kill.
+    if (fs::exists(killed + "/store.h5")) CHECK_NOTHROW(core::ExperimentStore::read(killed + "/store.h5"));
+    if (kills >= 3) {
+      pid_t last = spawn_train(cfg, killed, tmp.path("killed.log"));
+      INFO(read_text(tmp.path("killed.log")));
+      REQUIRE(wait_exit(last) == 0);
+      break;
+    }
+  }
+  CHECK(kills >= 1);
+  auto st = core::ExperimentStore::read(killed + "/store.h5").status;
+  CHECK(st.state == core::RunState::completed);
+  CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(killed)) ==
+        "");
+  std::vector<int64_t> s1, s2;
+  CHECK(series(straight, "train_loss", &s1) == series(killed, "train_loss", &s2));
+  CHECK(s1 == s2);
+}
+
+TEST_CASE("SIGUSR2 to `mambamt train` checkpoints, exits 3, and the resumed run matches", "[slow]") {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> over{{"train.max_steps", "40"}, {"train.checkpoint_every", "100"}};
+  const std::string cfg = train_test::write_config(tmp.dir(), "usr2", over);
+  const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
+  REQUIRE(wait_exit(spawn_train(cfg, straight, tmp.path("a.log"))) == 0);
+  pid_t pid = spawn_train(cfg, stopped, tmp.path("b.log"));
+  // Wait until training runs (the first metrics are committed), then signal.
+  for (int i = 0; i < 3000; ++i) {
+    if (fs::exists(stopped + "/store.h5") && !core::ExperimentStore::read(stopped + "/store.h5").metrics.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGUSR2);
+  const int code = wait_exit(pid);
+  INFO(read_text(tmp.path("b.log")));
+  if (code == 0) {
+    WARN("the run finished before the signal arrived");
+  } else {
+    REQUIRE(code == 3);
+    auto st = core::ExperimentStore::read(stopped + "/store.h5").status;
+    CHECK(st.state == core::RunState::interrupted);
+    core::CheckpointDir ck(stopped + "/ckpt");
+    REQUIRE(ck.latest_step());
+    CHECK(*ck.latest_step() == st.step);
+    CHECK(*ck.latest_step() < 40);
+    REQUIRE(wait_exit(spawn_train(cfg, stopped, tmp.path("c.log"))) == 0);
+  }
+  CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
+        "");
+}

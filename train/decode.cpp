@@ -1,0 +1,135 @@
+#include "train/decode.h"
+
+#include <chrono>
+
+#include "data/batching.h"
+#include "train/trainer.h"
+
+namespace mambamt::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<data::BatchIndices> eval_batches(const std::vector<data::Example>& examples, int64_t max_tokens) {
+  data::BatchingOptions o;
+  o.max_tokens = max_tokens;
+  o.shuffle = false;
+  o.oversize = data::Oversize::kSingleton;
+  return data::plan_batches(examples, o);
+}
+
+data::Batch eval_collate(const std::vector<data::Example>& examples, const data::BatchIndices& b,
+                         const data::SpecialIds& ids, const torch::Device& device) {
+  data::BatchingOptions o;
+  o.oversize = data::Oversize::kSingleton;
+  data::Batch batch = data::collate(examples, b, ids, o);
+  to_device(batch.src, device);
+  to_device(batch.src_mask, device);
+  to_device(batch.tgt_in, device);
+  to_device(batch.tgt_out, device);
+  to_device(batch.tgt_mask, device);
+  return batch;
+}
+
+}  // namespace
+
+void to_device(torch::Tensor& t, const torch::Device& device) {
+  if (t.defined() && t.device() != device) t = t.to(device);
+}
+
+models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_size) {
+  models::SearchOptions s;
+  s.beam_size = beam_size;
+  s.nbest = 1;
+  s.length_penalty = eval.length_penalty;
+  s.max_len_a = eval.max_len_a;
+  s.max_len_b = eval.max_len_b;
+  return s;
+}
+
+std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& model,
+                                                     const std::vector<data::Example>& examples,
+                                                     const data::SpecialIds& ids, const models::SearchOptions& search,
+                                                     int64_t batch_tokens, const torch::Device& device, bool bf16,
+                                                     DecodeStats* stats) {
+  std::vector<std::vector<int64_t>> out(examples.size());
+  if (examples.empty()) return out;
+  torch::NoGradGuard no_grad;
+  AutocastGuard autocast(device, bf16);
+  // Only the source matters here, but the batch plan counts targets too: plan
+  // on source-only copies so long references do not shrink the batches.
+  std::vector<data::Example> sources(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) sources[i].src = examples[i].src;
+  for (auto& b : eval_batches(sources, batch_tokens)) {
+    data::Batch batch = eval_collate(sources, b, ids, device);
+    const auto t0 = Clock::now();
+    std::vector<models::NBest> res = models::translate(model, batch.src, batch.src_mask, search);
+    if (device.is_cuda()) torch::cuda::synchronize();
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (size_t r = 0; r < b.size(); ++r) {
+      const models::Hypothesis& h = res[r].front();
+      out[static_cast<size_t>(b[r])] = h.tokens;
+      if (stats) stats->generated_tokens += static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
+    }
+    if (stats) stats->seconds += secs;
+  }
+  return out;
+}
+
+std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids) {
+  std::vector<int32_t> v(ids.begin(), ids.end());
+  std::string out;
+  for (auto& s : tokenizer.decode_sentences(v)) {
+    if (s.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += s;
+  }
+  return out;
+}
+
+NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<data::Example>& examples,
+                          const data::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16,
+                          int rank, int world) {
+  NllSum out;
+  if (examples.empty()) return out;
+  torch::NoGradGuard no_grad;
+  models::EvalModeGuard eval_mode(model);
+  AutocastGuard autocast(device, bf16);
+  auto batches = eval_batches(examples, max_tokens);
+  for (size_t i = static_cast<size_t>(rank); i < batches.size(); i += static_cast<size_t>(world)) {
+    data::Batch b = eval_collate(examples, batches[i], ids, device);
+    torch::Tensor logits = model.forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
+    torch::Tensor lp = logits.to(torch::kFloat32).log_softmax(-1);
+    torch::Tensor nll = -lp.gather(2, b.tgt_out.unsqueeze(2)).squeeze(2);
+    out.nll += nll.masked_select(b.tgt_mask).to(torch::kFloat64).sum().item<double>();
+    out.tokens += b.tgt_tokens;
+  }
+  return out;
+}
+
+std::vector<double> score_pairs(models::TranslationModel& model, const std::vector<data::Example>& pairs,
+                                const std::vector<int64_t>& score_from, const data::SpecialIds& ids,
+                                int64_t max_tokens, const torch::Device& device, bool bf16) {
+  std::vector<double> out(pairs.size(), 0.0);
+  if (pairs.empty()) return out;
+  torch::NoGradGuard no_grad;
+  AutocastGuard autocast(device, bf16);
+  for (auto& b : eval_batches(pairs, max_tokens)) {
+    data::Batch batch = eval_collate(pairs, b, ids, device);
+    torch::Tensor lp = models::token_log_probs(model, batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out,
+                                               batch.tgt_mask)
+                           .to(torch::kFloat64)
+                           .cpu();  // (B,T)
+    const int64_t T = lp.size(1);
+    torch::Tensor from = torch::empty({static_cast<int64_t>(b.size()), 1}, torch::kInt64);
+    for (size_t r = 0; r < b.size(); ++r) from[static_cast<int64_t>(r)][0] = score_from[static_cast<size_t>(b[r])];
+    torch::Tensor keep = torch::arange(T, torch::kInt64).unsqueeze(0).ge(from) & batch.tgt_mask.cpu();
+    torch::Tensor sums = (lp * keep.to(torch::kFloat64)).sum(1);
+    auto acc = sums.accessor<double, 1>();
+    for (size_t r = 0; r < b.size(); ++r) out[static_cast<size_t>(b[r])] = acc[static_cast<int64_t>(r)];
+  }
+  return out;
+}
+
+}  // namespace mambamt::train

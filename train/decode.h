@@ -1,0 +1,57 @@
+#pragma once
+// Decoding and forced-decoding scores over lists of examples, in token-budget
+// batches (the pieces evaluation, validation and `mambamt translate` share).
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "data/examples.h"
+#include "data/tokenizer.h"
+#include "models/model.h"
+#include "models/search.h"
+
+namespace mambamt::train {
+
+models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_size);
+
+struct DecodeStats {
+  int64_t generated_tokens = 0;  // tokens produced (eos included)
+  double seconds = 0;            // wall time of the searches
+};
+
+// Translates every example (sources only) and returns the hypothesis token
+// ids of each, in input order. Batches hold at most batch_tokens source tokens.
+std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& model,
+                                                     const std::vector<data::Example>& examples,
+                                                     const data::SpecialIds& ids, const models::SearchOptions& search,
+                                                     int64_t batch_tokens, const torch::Device& device,
+                                                     bool bf16 = false, DecodeStats* stats = nullptr);
+
+// The text of hypothesis ids: sentences (split at <sep>) joined by a space.
+std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids);
+
+// Teacher-forced negative log-likelihood summed over target tokens, and the
+// token count, of `examples` (batched by max_tokens; ranks take batches
+// round-robin: rank r of n scores batches r, r+n, ...).
+struct NllSum {
+  double nll = 0;
+  int64_t tokens = 0;
+};
+NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<data::Example>& examples,
+                          const data::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16,
+                          int rank = 0, int world = 1);
+
+// Log-probabilities of (source, target) pairs summed over the target tokens at
+// positions >= score_from[i] (the tokens of the last sentence; earlier target
+// tokens are a forced prefix). Batched by max_tokens.
+std::vector<double> score_pairs(models::TranslationModel& model, const std::vector<data::Example>& pairs,
+                                const std::vector<int64_t>& score_from, const data::SpecialIds& ids,
+                                int64_t max_tokens, const torch::Device& device, bool bf16);
+
+// Moves a batch's tensors to `device`.
+void to_device(torch::Tensor& t, const torch::Device& device);
+
+}  // namespace mambamt::train

@@ -1,0 +1,520 @@
+#include "train/evaluate.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "data/batching.h"
+#include "results/bleu.h"
+#include "results/bootstrap.h"
+#include "results/chrf.h"
+#include "results/entities.h"
+#include "results/length_buckets.h"
+#include "train/decode.h"
+#include "train/memory.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace mambamt::train {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+using Clock = std::chrono::steady_clock;
+
+results::BleuOptions bleu_options(const core::EvalConfig& e) {
+  results::BleuOptions o;
+  o.tokenize = results::parse_tokenizer(e.bleu_tokenize);
+  o.lowercase = e.lowercase;
+  return o;
+}
+
+results::ChrfOptions chrf_options(const core::EvalConfig& e, bool plus_plus) {
+  results::ChrfOptions o = plus_plus ? results::ChrfOptions::plus_plus() : results::ChrfOptions{};
+  o.lowercase = e.lowercase;
+  return o;
+}
+
+// Decodes `examples` with the experiment's beam search; hypothesis texts.
+std::vector<std::string> decode_texts(models::TranslationModel& model, const core::ExperimentConfig& c,
+                                      const data::Tokenizer& tok, const std::vector<data::Example>& examples,
+                                      const torch::Device& device) {
+  auto ids = translate_examples(model, examples, tok.specials(), search_options(c.eval, c.eval.beam_size),
+                                c.eval.batch_tokens, device, use_bf16(c.train, device));
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (auto& h : ids) out.push_back(hypothesis_text(tok, h));
+  return out;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::string text;
+  for (auto& l : lines) {
+    std::string clean = l;
+    for (char& ch : clean)
+      if (ch == '\n' || ch == '\r') ch = ' ';
+    text += clean + "\n";
+  }
+  core::make_dirs(fs::path(path).parent_path().string());
+  core::write_file_atomic(path, text);
+}
+
+// Rows of quality_by_length as a table (bleu, chrf, n, mean_src_len).
+core::ResultTable length_table(const std::vector<results::LengthBucket>& buckets,
+                               const std::vector<std::string>& labels = {}) {
+  core::ResultTable t;
+  t.columns = {"bleu", "chrf", "n", "mean_src_len"};
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto& b = buckets[i];
+    t.rows.push_back(i < labels.size() ? labels[i] : b.label);
+    t.values.push_back(b.segments > 0 ? b.bleu : kNaN);
+    t.values.push_back(b.segments > 0 ? b.chrf : kNaN);
+    t.values.push_back(static_cast<double>(b.segments));
+    t.values.push_back(b.segments > 0 ? b.mean_source_length : kNaN);
+  }
+  return t;
+}
+
+std::vector<int64_t> source_lengths(const std::vector<data::Example>& examples) {
+  std::vector<int64_t> out;
+  for (auto& e : examples) out.push_back(std::max<int64_t>(1, static_cast<int64_t>(e.src.size())));
+  return out;
+}
+
+// Scores of one whole set (one bucket spanning every length).
+results::LengthBucket whole_set(const std::vector<int64_t>& lengths, const std::vector<std::string>& hyps,
+                                const std::vector<std::string>& refs, const core::EvalConfig& e) {
+  results::LengthBucket b;
+  b.segments = static_cast<int64_t>(hyps.size());
+  if (hyps.empty()) {
+    b.bleu = b.chrf = b.mean_source_length = kNaN;
+    return b;
+  }
+  b.bleu = results::corpus_bleu(hyps, {refs}, bleu_options(e)).score;
+  b.chrf = results::corpus_chrf(hyps, {refs}, chrf_options(e, false)).score;
+  double sum = 0;
+  for (auto l : lengths) sum += static_cast<double>(l);
+  b.mean_source_length = sum / static_cast<double>(lengths.size());
+  return b;
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (!path) return false;
+  std::stringstream ss(path);
+  for (std::string dir; std::getline(ss, dir, ':');) {
+    if (dir.empty()) continue;
+    fs::path p = fs::path(dir) / program;
+    if (::access(p.c_str(), X_OK) == 0) return true;
+  }
+  return false;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper) {
+  std::vector<int64_t> edges{1};
+  for (auto u : upper)
+    if (u + 1 > edges.back()) edges.push_back(u + 1);
+  return edges;
+}
+
+double comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
+                   const std::vector<std::string>& references, const std::string& work_dir, std::string& note) {
+  if (!on_path("comet-score")) {
+    note = "comet-score not found on PATH: COMET skipped";
+    return kNaN;
+  }
+  core::make_dirs(work_dir);
+  const std::string src = work_dir + "/src.txt", hyp = work_dir + "/hyp.txt", ref = work_dir + "/ref.txt";
+  write_lines(src, sources);
+  write_lines(hyp, hypotheses);
+  write_lines(ref, references);
+  const std::string cmd = "comet-score -s " + shell_quote(src) + " -t " + shell_quote(hyp) + " -r " +
+                          shell_quote(ref) + " --quiet --only_system 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) {
+    note = "comet-score could not be started";
+    return kNaN;
+  }
+  std::string output;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+  const int st = ::pclose(p);
+  std::error_code ec;
+  fs::remove_all(work_dir, ec);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    note = "comet-score failed: " + output.substr(output.size() > 500 ? output.size() - 500 : 0);
+    return kNaN;
+  }
+  // The system score is the last number printed ("... score: 0.8312").
+  double value = kNaN;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.rfind(':');
+    const std::string tail = colon == std::string::npos ? line : line.substr(colon + 1);
+    try {
+      size_t used = 0;
+      double v = std::stod(tail, &used);
+      value = v;
+    } catch (...) {
+    }
+  }
+  if (std::isnan(value)) note = "comet-score printed no score: " + output.substr(0, 500);
+  return value;
+}
+
+std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationModel& model,
+                                                           const core::ExperimentConfig& c,
+                                                           const data::Tokenizer& tok,
+                                                           const std::vector<data::ContrastiveExample>& examples,
+                                                           const torch::Device& device) {
+  const int32_t sep = tok.specials().sep;
+  const int64_t budget = c.data.max_example_tokens;
+  const int64_t context = std::max<int64_t>(0, c.data.context_sentences - 1);
+  std::vector<data::Example> pairs;
+  std::vector<int64_t> score_from;
+  std::vector<size_t> first;  // index of each example's reference pair
+  for (auto& ex : examples) {
+    if (ex.contrastive.empty()) throw InputError("contrastive example of document " + ex.doc_id + " has no variants");
+    std::vector<int32_t> src = tok.encode(ex.source);
+    std::vector<std::vector<int32_t>> cands;
+    cands.push_back(tok.encode(ex.reference));
+    for (auto& v : ex.contrastive) cands.push_back(tok.encode(v));
+    size_t longest = 0;
+    for (auto& cand : cands) longest = std::max(longest, cand.size());
+    // Context sentences, newest first, while they fit the training budget.
+    std::vector<std::vector<int32_t>> ctx_src, ctx_tgt;
+    int64_t src_len = static_cast<int64_t>(src.size()) + 1, tgt_len = static_cast<int64_t>(longest) + 1;
+    const int64_t n_ctx = std::min<int64_t>(context, static_cast<int64_t>(std::min(ex.src_context.size(), ex.tgt_context.size())));
+    for (int64_t k = 0; k < n_ctx; ++k) {
+      const size_t i = ex.src_context.size() - 1 - static_cast<size_t>(k);
+      const size_t j = ex.tgt_context.size() - 1 - static_cast<size_t>(k);
+      auto s = tok.encode(ex.src_context[i]);
+      auto t = tok.encode(ex.tgt_context[j]);
+      if (src_len + static_cast<int64_t>(s.size()) + 1 > budget || tgt_len + static_cast<int64_t>(t.size()) + 1 > budget) break;
+      src_len += static_cast<int64_t>(s.size()) + 1;
+      tgt_len += static_cast<int64_t>(t.size()) + 1;
+      ctx_src.insert(ctx_src.begin(), std::move(s));
+      ctx_tgt.insert(ctx_tgt.begin(), std::move(t));
+    }
+    std::vector<int32_t> full_src, prefix;
+    for (auto& s : ctx_src) {
+      full_src.insert(full_src.end(), s.begin(), s.end());
+      full_src.push_back(sep);
+    }
+    full_src.insert(full_src.end(), src.begin(), src.end());
+    for (auto& t : ctx_tgt) {
+      prefix.insert(prefix.end(), t.begin(), t.end());
+      prefix.push_back(sep);
+    }
+    first.push_back(pairs.size());
+    for (auto& cand : cands) {
+      data::Example e;
+      e.src = full_src;
+      e.tgt = prefix;
+      e.tgt.insert(e.tgt.end(), cand.begin(), cand.end());
+      pairs.push_back(std::move(e));
+      score_from.push_back(static_cast<int64_t>(prefix.size()));
+    }
+  }
+  std::vector<double> scores = score_pairs(model, pairs, score_from, tok.specials(), c.eval.batch_tokens, device,
+                                           use_bf16(c.train, device));
+  std::vector<results::ContrastiveScores> out;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    results::ContrastiveScores s;
+    s.reference = scores[first[i]];
+    for (size_t k = 1; k <= examples[i].contrastive.size(); ++k) s.contrastive.push_back(scores[first[i] + k]);
+    s.label = examples[i].label;
+    s.distance = examples[i].distance;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+
+void write_contrastive(core::ExperimentStore& store, const std::string& prefix,
+                       const std::vector<data::ContrastiveExample>& examples,
+                       const std::vector<results::ContrastiveScores>& scores) {
+  results::ContrastiveResult all = results::contrastive_accuracy(scores);
+  store.set_scalar(prefix + "accuracy", all.total.accuracy());
+  std::vector<results::ContrastiveScores> pronouns;
+  std::map<std::string, std::vector<results::ContrastiveScores>> by_phenomenon;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (examples[i].phenomenon == "pronoun") pronouns.push_back(scores[i]);
+    by_phenomenon[examples[i].phenomenon].push_back(scores[i]);
+  }
+  core::ResultTable by_pronoun;
+  by_pronoun.columns = {"accuracy", "n"};
+  if (!pronouns.empty()) {
+    results::ContrastiveResult pr = results::contrastive_accuracy(pronouns);
+    for (auto& [label, cell] : pr.by_label) {
+      by_pronoun.rows.push_back(label);
+      by_pronoun.values.push_back(cell.accuracy());
+      by_pronoun.values.push_back(static_cast<double>(cell.total));
+    }
+  }
+  store.set_table(prefix + "by_pronoun", by_pronoun);
+  core::ResultTable by_distance;
+  by_distance.columns = {"accuracy", "n"};
+  for (int b = 0; b < results::kDistanceBuckets; ++b) {
+    by_distance.rows.push_back(results::distance_bucket_label(b));
+    by_distance.values.push_back(all.by_distance[b].accuracy());
+    by_distance.values.push_back(static_cast<double>(all.by_distance[b].total));
+  }
+  store.set_table(prefix + "by_distance", by_distance);
+  core::ResultTable by_ph;
+  by_ph.columns = {"accuracy", "n"};
+  for (auto& [name, list] : by_phenomenon) {
+    results::ContrastiveResult r = results::contrastive_accuracy(list);
+    by_ph.rows.push_back(name);
+    by_ph.values.push_back(r.total.accuracy());
+    by_ph.values.push_back(static_cast<double>(r.total.total));
+  }
+  store.set_table(prefix + "by_phenomenon", by_ph);
+}
+
+// Peak training memory of one forward+backward at batch 1, source and target
+// of `length` tokens, and the decoder state after `length` decoding steps (MiB).
+std::pair<double, double> memory_at_length(models::TranslationModel& model, int64_t length, int64_t vocab,
+                                           const torch::Device& device, bool bf16) {
+  double train_mb = kNaN, state_mb = kNaN;
+  const auto ids = torch::randint(5, std::max<int64_t>(vocab, 6), {1, length},
+                                  torch::TensorOptions().dtype(torch::kInt64).device(device));
+  const auto mask = torch::ones({1, length}, torch::TensorOptions().dtype(torch::kBool).device(device));
+  try {
+    {
+      models::EvalModeGuard eval_mode(model);  // no dropout: a measurement, not a training step
+      const double base = device.is_cuda() ? 0 : rss_mb();
+      if (device.is_cuda()) reset_cuda_peak(device);
+      const bool reset = device.is_cuda() || reset_peak_rss();
+      {
+        AutocastGuard autocast(device, bf16);
+        torch::Tensor logits = model.forward(ids, mask, ids, mask);
+        logits.to(torch::kFloat32).logsumexp(-1).sum().backward();
+      }
+      if (reset) train_mb = device.is_cuda() ? cuda_peak_mb(device) : std::max(0.0, peak_rss_mb() - base);
+      for (auto& p : model.parameters()) p.mutable_grad() = torch::Tensor();
+    }
+    {
+      torch::NoGradGuard no_grad;
+      models::EvalModeGuard eval_mode(model);
+      AutocastGuard autocast(device, bf16);
+      auto src = ids.narrow(1, 0, std::min<int64_t>(length, 16));
+      auto src_mask = mask.narrow(1, 0, src.size(1));
+      models::InferenceState st = model.start(src, src_mask, length);
+      torch::Tensor tok = torch::full({1}, 2, torch::TensorOptions().dtype(torch::kInt64).device(device));
+      for (int64_t t = 0; t < length; ++t) {
+        model.step(st, tok);
+        tok = ids.select(1, t);
+      }
+      state_mb = static_cast<double>(st.bytes().decoder_state()) / (1024.0 * 1024.0);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("memory at length {}: {}", length, e.what());
+  }
+  return {train_mb, state_mb};
+}
+
+}  // namespace
+
+bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, const PreparedData& data,
+              const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
+              const TrainingFacts& facts, const EvalParts& parts, const std::function<bool()>& should_stop) {
+  auto stop = [&] { return should_stop && should_stop(); };
+  const data::Tokenizer& tok = *data.tokenizer;
+  const auto& e = c.eval;
+  const bool bf16 = use_bf16(c.train, device);
+  std::vector<std::vector<std::string>> all_hyps(data.tests.size());
+
+  if (parts.test_sets) {
+    for (size_t si = 0; si < data.tests.size(); ++si) {
+      if (stop()) return false;
+      const TestSet& t = data.tests[si];
+      const auto t0 = Clock::now();
+      std::vector<std::string> hyps = decode_texts(model, c, tok, t.examples, device);
+      all_hyps[si] = hyps;
+      write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".txt")).string(), hyps);
+      const auto bo = bleu_options(e);
+      const auto co = chrf_options(e, false);
+      const auto cpp = chrf_options(e, true);
+      results::ReferenceStreams refs{t.references};
+      const auto bleu_segs = results::bleu_corpus_segment_stats(hyps, refs, bo);
+      const auto chrf_segs = results::chrf_corpus_segment_stats(hyps, refs, co);
+      const double bleu = results::bleu_from_stats(results::sum_bleu_stats(bleu_segs), bo).score;
+      const double chrf = results::chrf_from_stats(results::sum_chrf_stats(chrf_segs, co), co).score;
+      const double chrfpp = results::corpus_chrf(hyps, refs, cpp).score;
+      store.set_scalar(t.name + "/bleu", bleu);
+      store.set_scalar(t.name + "/chrf", chrf);
+      store.set_scalar(t.name + "/chrfpp", chrfpp);
+      if (e.bootstrap_samples > 0 && !hyps.empty()) {
+        results::BootstrapOptions bs;
+        bs.num_samples = static_cast<int>(e.bootstrap_samples);
+        auto bb = results::bootstrap_bleu(bleu_segs, bo, bs);
+        auto cb = results::bootstrap_chrf(chrf_segs, co, bs);
+        store.set_scalar(t.name + "/bleu_ci_low", bb.lower);
+        store.set_scalar(t.name + "/bleu_ci_high", bb.upper);
+        store.set_scalar(t.name + "/chrf_ci_low", cb.lower);
+        store.set_scalar(t.name + "/chrf_ci_high", cb.upper);
+      }
+      results::LengthBucketOptions lo;
+      lo.edges = length_bucket_edges(e.length_buckets);
+      lo.bleu = bo;
+      lo.chrf = co;
+      if (!hyps.empty()) store.set_table(t.name + "/by_length", length_table(results::quality_by_length(source_lengths(t.examples), hyps, refs, lo)));
+      if (e.comet == "auto") {
+        std::string note;
+        const double comet = comet_score(t.sources, hyps, t.references, (fs::path(exp_dir) / "hyp" / ".comet").string(), note);
+        if (!std::isnan(comet)) {
+          store.set_scalar(t.name + "/comet", comet);
+        } else {
+          spdlog::info("{}", note);
+          store.set_text("comet", note);
+        }
+      } else {
+        store.set_text("comet", "eval.comet = \"off\"");
+      }
+      store.commit();
+      spdlog::info("test set {}: {} segments, BLEU {:.2f} chrF {:.2f} chrF++ {:.2f} ({:.1f} s)", t.name, hyps.size(),
+                   bleu, chrf, chrfpp, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+
+  if (stop()) return false;
+  if (parts.contrastive && e.contrastive) {
+    for (size_t k = 0; k < data.contrastive.size(); ++k) {
+      const ContrastiveSet& set = data.contrastive[k];
+      if (set.examples.empty()) continue;
+      const auto t0 = Clock::now();
+      auto scores = contrastive_scores(model, c, tok, set.examples, device);
+      // The first set is the experiment's contrastive set; further ones also under their name.
+      if (k == 0) write_contrastive(store, "contrastive/", set.examples, scores);
+      if (k > 0 || data.contrastive.size() > 1) write_contrastive(store, "contrastive/" + set.name + "/", set.examples, scores);
+      store.commit();
+      spdlog::info("contrastive set {}: {} examples, accuracy {:.3f} ({:.1f} s)", set.name, scores.size(),
+                   results::contrastive_accuracy(scores).total.accuracy(),
+                   std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+
+  if (stop()) return false;
+  if (parts.entities && e.entity_recall && !data.tests.empty()) {
+    const TestSet& t = data.tests[0];
+    std::vector<std::string> hyps = all_hyps[0];
+    if (hyps.empty() && !t.examples.empty()) hyps = decode_texts(model, c, tok, t.examples, device);
+    std::vector<results::EntitySegment> segs;
+    std::unordered_map<std::string, int64_t> freq;
+    if (!data.entity_frequency.empty()) {
+      for (auto& [name, n] : data.entity_frequency) freq[name] = n;
+      for (size_t i = 0; i < hyps.size(); ++i) {
+        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}};
+        for (auto& [name, n] : data.entity_frequency)
+          if (results::contains_verbatim(s.source, name)) s.entities.push_back(name);
+        segs.push_back(std::move(s));
+      }
+    } else {
+      std::vector<std::string> names;
+      for (size_t i = 0; i < hyps.size(); ++i) {
+        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}};
+        s.entities = results::verbatim_entity_candidates(s.source, s.reference);
+        names.insert(names.end(), s.entities.begin(), s.entities.end());
+        segs.push_back(std::move(s));
+      }
+      results::EntityCounter counter(names);
+      for (auto& d : data.train_corpus.documents)
+        for (auto& s : d.sentences) counter.add_line(s.src);
+      freq = counter.counts();
+    }
+    results::EntityRecallResult r = results::entity_recall(segs, freq);
+    store.set_scalar("entities/recall", r.total.recall());
+    core::ResultTable table;
+    table.columns = {"recall", "n"};
+    const char* rows[] = {"unseen", "1-15", "16+"};
+    for (int b = 0; b < results::kEntityBuckets; ++b) {
+      table.rows.push_back(rows[b]);
+      table.values.push_back(r.by_bucket[b].recall());
+      table.values.push_back(static_cast<double>(r.by_bucket[b].total));
+    }
+    store.set_table("entities/by_frequency", table);
+    store.commit();
+    spdlog::info("entity recall {:.3f} over {} entity mentions", r.total.recall(), r.total.total);
+  }
+
+  if (stop()) return false;
+  if (parts.extrapolation && e.extrapolation && !data.tests.empty()) {
+    const TestSet& t = data.tests[0];
+    // The longest source the model was trained on (CAT-N concatenations included).
+    int64_t longest = data::longest_source(data.train_examples);
+    if (c.data.cat_n > 1) {
+      data::CatNOptions cat{c.data.cat_n, c.data.cat_prob, c.data.max_example_tokens};
+      longest = data::longest_source(data::apply_cat_n(data.train_examples, cat, tok.specials().sep,
+                                                       static_cast<uint64_t>(c.train.seed), 0));
+    }
+    core::ResultTable table;
+    std::vector<results::LengthBucket> rows;
+    std::vector<std::string> labels;
+    for (int64_t factor : {1, 2, 4}) {
+      auto passages = data::extrapolation_passages(t.tokenized, factor * longest, tok.specials().sep, e.max_examples);
+      std::vector<std::string> refs, hyps;
+      for (auto& p : passages) refs.push_back(data::target_text(t.corpus, p, " "));
+      if (!passages.empty()) hyps = decode_texts(model, c, tok, passages, device);
+      rows.push_back(whole_set(source_lengths(passages), hyps, refs, e));
+      labels.push_back(std::to_string(factor) + "x");
+      spdlog::info("extrapolation {}x (>= {} source tokens): {} passages, BLEU {:.2f}", factor, factor * longest,
+                   passages.size(), rows.back().bleu);
+    }
+    store.set_table("extrapolation/by_length", length_table(rows, labels));
+    store.commit();
+  }
+
+  if (stop()) return false;
+  if (parts.efficiency) {
+    store.set_scalar("efficiency/params", static_cast<double>(model.parameter_count()));
+    store.set_scalar("efficiency/train_tokens_per_s", facts.train_tokens_per_s > 0 ? facts.train_tokens_per_s : kNaN);
+    store.set_scalar("efficiency/peak_memory_mb", facts.peak_memory_mb > 0 ? facts.peak_memory_mb : kNaN);
+    // Greedy decoding speed over (up to 200 examples of) the first test set.
+    if (!data.tests.empty() && !data.tests[0].examples.empty()) {
+      std::vector<data::Example> sample = data.tests[0].examples;
+      if (sample.size() > 200) sample.resize(200);
+      DecodeStats ds;
+      translate_examples(model, sample, tok.specials(), search_options(e, 1), e.batch_tokens, device, bf16, &ds);
+      if (ds.generated_tokens > 0 && ds.seconds > 0) {
+        store.set_scalar("efficiency/decode_tokens_per_s", static_cast<double>(ds.generated_tokens) / ds.seconds);
+        store.set_scalar("efficiency/ms_per_token", 1000.0 * ds.seconds / static_cast<double>(ds.generated_tokens));
+      }
+    }
+    core::ResultTable mem;
+    mem.columns = {"train_memory_mb", "decode_state_mb"};
+    for (int64_t len : {128, 512, 2048}) {
+      auto [train_mb, state_mb] = memory_at_length(model, len, model.vocab_size(), device, bf16);
+      mem.rows.push_back(std::to_string(len));
+      mem.values.push_back(train_mb);
+      mem.values.push_back(state_mb);
+    }
+    store.set_table("efficiency/memory_by_length", mem);
+    store.commit();
+  }
+  return true;
+}
+
+}  // namespace mambamt::train

@@ -1,0 +1,64 @@
+#pragma once
+// The evaluation suite of a trained model, written into the experiment store
+// under the result names of docs/STORE.md:
+//   <set>/bleu|chrf|chrfpp (+ bootstrap CIs), <set>/by_length, <set>/comet,
+//   contrastive/accuracy|by_pronoun|by_distance|by_phenomenon,
+//   entities/recall|by_frequency, extrapolation/by_length, efficiency/*,
+// and the hypotheses of every test set into <exp_dir>/hyp/<set>.txt.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/store.h"
+#include "data/contrastive.h"
+#include "models/model.h"
+#include "results/contrastive.h"
+#include "train/prepare.h"
+
+namespace mambamt::train {
+
+// What training measured (efficiency results).
+struct TrainingFacts {
+  double train_tokens_per_s = 0;  // NaN/0 = unknown
+  double peak_memory_mb = 0;
+};
+
+struct EvalParts {
+  bool test_sets = true;       // BLEU/chrF/by_length/COMET of every test set
+  bool contrastive = true;     // eval.contrastive still applies
+  bool entities = true;        // eval.entity_recall still applies
+  bool extrapolation = true;   // eval.extrapolation still applies
+  bool efficiency = true;
+};
+
+// Runs the suite on `model` (already holding the parameters to evaluate) and
+// records the results in `store` (committed at the end of each part).
+// `should_stop` is asked between parts (the checkpoint signal): returns false
+// when it stopped early.
+bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& config, const PreparedData& data,
+              const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
+              const TrainingFacts& facts, const EvalParts& parts = {},
+              const std::function<bool()>& should_stop = {});
+
+// Forced-decoding scores of a contrastive set: the reference and its variants
+// in the context the experiment was trained with (context_sentences - 1
+// preceding sentences, as many as fit data.max_example_tokens); only the
+// tokens of the scored sentence count.
+std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationModel& model,
+                                                           const core::ExperimentConfig& config,
+                                                           const data::Tokenizer& tokenizer,
+                                                           const std::vector<data::ContrastiveExample>& examples,
+                                                           const torch::Device& device);
+
+// The lower edges of eval.length_buckets' buckets: {1, b1+1, b2+1, ...}.
+std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper_edges);
+
+// Runs `comet-score` on one test set; NaN with `note` set when it cannot.
+double comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
+                   const std::vector<std::string>& references, const std::string& work_dir, std::string& note);
+
+}  // namespace mambamt::train

@@ -1,0 +1,23 @@
+#pragma once
+// Memory of this process: CPU resident set (current and peak, from
+// /proc/self/status) and, on CUDA, the caching allocator's peak.
+#include <torch/torch.h>
+
+namespace mambamt::train {
+
+// Current and peak resident set size of this process, MiB (0 where unknown).
+double rss_mb();
+double peak_rss_mb();
+// Resets the peak resident set size to the current one (Linux clear_refs);
+// false where the kernel does not allow it.
+bool reset_peak_rss();
+
+// Peak memory allocated on `device` since the last reset, MiB (0 on CPU or
+// without CUDA), and its reset.
+double cuda_peak_mb(const torch::Device& device);
+void reset_cuda_peak(const torch::Device& device);
+
+// What the memory_mb metric reports: CUDA peak allocated on a GPU, CPU RSS otherwise.
+double device_memory_mb(const torch::Device& device);
+
+}  // namespace mambamt::train

@@ -1,0 +1,194 @@
+#include "train/prepare.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "data/synthetic.h"
+
+namespace fs = std::filesystem;
+
+namespace mambamt::train {
+
+namespace {
+
+data::SyntheticOptions synthetic_options(const core::ExperimentConfig& c) {
+  const auto& s = c.data.synthetic;
+  data::SyntheticOptions o;
+  o.seed = static_cast<uint64_t>(s.seed);
+  o.train_docs = s.train_docs;
+  o.valid_docs = s.valid_docs;
+  o.test_docs = s.test_docs;
+  o.min_sentences = s.min_sentences;
+  o.max_sentences = s.max_sentences;
+  o.vocab_size = s.vocab_size;
+  o.entities = s.entities;
+  return o;
+}
+
+data::TokenizerOptions tokenizer_options(const core::ExperimentConfig& c) {
+  data::TokenizerOptions o;
+  o.model_type = c.data.tokenizer;
+  o.vocab_size = c.data.vocab_size;
+  o.seed = 1;
+  o.threads = 1;
+  return o;
+}
+
+data::Corpus read_split(const core::ExperimentConfig& c, const std::string& path) {
+  data::CorpusOptions o;
+  o.format = c.data.corpus;
+  o.path = path;
+  o.src_lang = c.data.src_lang;
+  o.tgt_lang = c.data.tgt_lang;
+  if (fs::path(path).extension() == ".tsv") o.format = "tsv";
+  return data::read_corpus(o);
+}
+
+data::Tokenizer tokenizer_for(const core::ExperimentConfig& c, const data::Corpus& train, const std::string& dir) {
+  if (!c.data.tokenizer_dir.empty() && fs::exists(fs::path(dir) / "spm.model")) return data::Tokenizer::load(dir);
+  return data::Tokenizer::train_or_load(train, tokenizer_options(c), dir);
+}
+
+std::string tokenizer_dir_for(const core::ExperimentConfig& c, const std::string& shared_dir) {
+  if (!c.data.tokenizer_dir.empty()) return c.data.tokenizer_dir;
+  return (fs::path(shared_dir) / "tokenizer" / tokenizer_key(c)).string();
+}
+
+// The training corpus (generating the synthetic one when needed).
+struct Corpora {
+  data::Corpus train, valid;
+  std::vector<std::pair<std::string, data::Corpus>> tests;
+  std::vector<ContrastiveSet> contrastive;
+  std::map<std::string, int64_t> entities;
+  std::string data_dir;
+};
+
+Corpora load_corpora(const core::ExperimentConfig& c, const std::string& shared_dir, bool with_tests) {
+  Corpora out;
+  if (c.data.corpus == "synthetic") {
+    out.data_dir = (fs::path(shared_dir) / "data" / synthetic_key(c)).string();
+    data::SyntheticCorpus s = data::ensure_synthetic(synthetic_options(c), out.data_dir);
+    out.train = std::move(s.train);
+    out.valid = std::move(s.valid);
+    if (with_tests) {
+      out.tests.emplace_back("test", std::move(s.test));
+      out.contrastive.push_back({"synthetic", std::move(s.contrastive)});
+      for (auto& e : s.entities) out.entities[e.name] = e.train;
+    }
+  } else {
+    if (c.data.train.empty())
+      throw InputError(c.source + ": data.train is required for data.corpus = \"" + c.data.corpus + "\"");
+    out.train = read_split(c, c.data.train);
+    if (!c.data.valid.empty()) out.valid = read_split(c, c.data.valid);
+  }
+  if (with_tests) {
+    for (auto& path : c.data.test) out.tests.emplace_back(set_name(path), read_split(c, path));
+    for (auto& path : c.data.contrastive) out.contrastive.push_back({set_name(path), data::read_contrastive(path)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string set_name(const std::string& path) {
+  fs::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  std::string name = p.filename().string();
+  for (const char* ext : {".tsv", ".txt", ".xml"}) {
+    const std::string e = ext;
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) {
+      name.resize(name.size() - e.size());
+      break;
+    }
+  }
+  return name.empty() ? "test" : name;
+}
+
+std::string synthetic_key(const core::ExperimentConfig& c) {
+  return core::short_hash(data::synthetic_manifest(synthetic_options(c)));
+}
+
+std::string tokenizer_key(const core::ExperimentConfig& c) {
+  std::ostringstream s;
+  s << "corpus=" << c.data.corpus << "\nsrc_lang=" << c.data.src_lang << "\ntgt_lang=" << c.data.tgt_lang
+    << "\ntokenizer=" << c.data.tokenizer << "\nvocab_size=" << c.data.vocab_size << "\n";
+  if (c.data.corpus == "synthetic")
+    s << "synthetic=" << synthetic_key(c) << "\n";
+  else
+    s << "train=" << fs::absolute(c.data.train).lexically_normal().string() << "\n";
+  return core::short_hash(s.str());
+}
+
+data::ExampleOptions example_options(const core::ExperimentConfig& c) {
+  data::ExampleOptions o;
+  o.context_sentences = c.data.context_sentences;
+  o.max_tokens = c.data.max_example_tokens;
+  return o;
+}
+
+void prepare_shared(const core::ExperimentConfig& config, const std::string& shared_dir) {
+  Corpora corpora = load_corpora(config, shared_dir, false);
+  tokenizer_for(config, corpora.train, tokenizer_dir_for(config, shared_dir));
+}
+
+TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& name,
+                      data::Corpus corpus) {
+  TestSet t;
+  t.name = name;
+  t.corpus = std::move(corpus);
+  t.tokenized = data::tokenize(t.corpus, tokenizer);
+  // Test windows use the training budget, but no test sentence may be dropped:
+  // the budget grows to the longest sentence when one exceeds it.
+  data::ExampleOptions o = example_options(c);
+  for (auto& d : t.tokenized.documents)
+    for (auto& s : d.sentences)
+      o.max_tokens = std::max<int64_t>(o.max_tokens, static_cast<int64_t>(std::max(s.src.size(), s.tgt.size())) + 1);
+  t.examples = data::make_examples(t.tokenized, o, tokenizer.specials().sep);
+  if (c.eval.max_examples > 0 && static_cast<int64_t>(t.examples.size()) > c.eval.max_examples)
+    t.examples.resize(static_cast<size_t>(c.eval.max_examples));
+  for (auto& e : t.examples) {
+    t.sources.push_back(data::source_text(t.corpus, e, " "));
+    t.references.push_back(data::target_text(t.corpus, e, " "));
+  }
+  return t;
+}
+
+TestSet load_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& path) {
+  return make_test_set(c, tokenizer, set_name(path), read_split(c, path));
+}
+
+PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& shared_dir, bool with_tests) {
+  PreparedData p;
+  p.synthetic = c.data.corpus == "synthetic";
+  Corpora corpora = load_corpora(c, shared_dir, with_tests);
+  p.data_dir = corpora.data_dir;
+  p.tokenizer_dir = tokenizer_dir_for(c, shared_dir);
+  p.tokenizer = tokenizer_for(c, corpora.train, p.tokenizer_dir);
+  const data::Tokenizer& tok = *p.tokenizer;
+  const int32_t sep = tok.specials().sep;
+
+  data::ExampleStats stats;
+  p.train_corpus = std::move(corpora.train);
+  p.train_examples = data::make_examples(data::tokenize(p.train_corpus, tok), example_options(c), sep, &stats);
+  p.dropped_sentences = stats.dropped_sentences;
+  if (p.train_examples.empty())
+    throw InputError(c.source + ": no training examples (every sentence is longer than data.max_example_tokens = " +
+                     std::to_string(c.data.max_example_tokens) + "?)");
+
+  p.valid_corpus = std::move(corpora.valid);
+  if (!p.valid_corpus.documents.empty()) {
+    // The same passages for every seed, so validation scores compare across runs.
+    p.valid_examples = data::validation_passages(data::tokenize(p.valid_corpus, tok), c.data.valid_passages, sep, 1);
+    if (c.data.max_valid_examples > 0 && static_cast<int64_t>(p.valid_examples.size()) > c.data.max_valid_examples)
+      p.valid_examples.resize(static_cast<size_t>(c.data.max_valid_examples));
+  }
+  for (auto& [name, corpus] : corpora.tests) p.tests.push_back(make_test_set(c, tok, name, std::move(corpus)));
+  p.contrastive = std::move(corpora.contrastive);
+  p.entity_frequency = std::move(corpora.entities);
+  return p;
+}
+
+}  // namespace mambamt::train

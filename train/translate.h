@@ -1,0 +1,56 @@
+#pragma once
+// A trained experiment loaded from its directory: config from the store,
+// tokenizer and parameters from the checkpoints (best.h5, or the newest step,
+// or the mean of the last eval.average_last steps), and translation of raw
+// text with it (`mambamt translate`).
+#include <torch/torch.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/checkpoint.h"
+#include "core/config.h"
+#include "data/tokenizer.h"
+#include "models/model.h"
+
+namespace mambamt::train {
+
+// Which parameters to load.
+enum class Weights {
+  kDefault,  // average of the last eval.average_last checkpoints when > 0, else best.h5, else the newest step
+  kBest,     // best.h5 (the newest step when there is none)
+  kLatest,   // the newest step
+};
+
+struct LoadedExperiment {
+  core::ExperimentConfig config;
+  std::string exp_dir;
+  std::string shared_dir;  // where its corpus and tokenizer were prepared
+  std::optional<data::Tokenizer> tokenizer;
+  models::ModelPtr model;  // on `device`, in eval mode
+  torch::Device device = torch::kCPU;
+  std::string weights;     // which checkpoint(s) the parameters come from, for messages
+};
+
+// The model of a checkpoint's config ("model/..." tensors loaded), built for `vocab_size`.
+models::ModelPtr build_for_checkpoint(const core::ExperimentConfig& config, int64_t vocab_size,
+                                      const core::Checkpoint& ckpt);
+
+// Loads the parameters chosen by `which` into `model` (the averaging reads k
+// files); returns their description. Throws InputError when ckpt_dir has no
+// checkpoint.
+std::string load_weights(models::TranslationModel& model, const std::string& ckpt_dir, Weights which,
+                         int64_t average_last);
+
+// Reads <exp_dir>/store.h5 and its checkpoints. Throws InputError naming the
+// directory when there is no store or no checkpoint.
+LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& device = "auto",
+                                 Weights which = Weights::kDefault);
+
+// Translates lines (one sentence or passage each; sentences of a passage may
+// be separated by " <sep> " to mark document structure) with the experiment's
+// beam search. Empty lines give empty translations.
+std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines);
+
+}  // namespace mambamt::train
