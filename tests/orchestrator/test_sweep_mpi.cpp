@@ -1,0 +1,360 @@
+// The sweep runtime end to end with real OpenMPI (mpirun --oversubscribe),
+// the real binary and real training of tiny models.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "core/checkpoint.h"
+#include "core/store.h"
+#include "orchestrator/grid.h"
+#include "orchestrator/rundir.h"
+#include "data/sampler.h"
+#include "train/prepare.h"
+#include "test_util.h"
+
+using namespace mambamt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A base experiment that trains in a few seconds: the tiny hybrid of
+// configs/experiments/tiny.toml with a short evaluation.
+std::string tiny_base(int max_steps, int checkpoint_every) {
+  return R"(model.preset = "tiny"
+model.d_model = 32
+model.n_heads = 2
+model.d_ff = 64
+model.d_state = 8
+model.headdim = 16
+data.vocab_size = 120
+data.context_sentences = 1
+data.max_example_tokens = 64
+data.max_tokens = 256
+data.valid_passages = 2
+data.max_valid_examples = 8
+data.synthetic.train_docs = 24
+data.synthetic.valid_docs = 2
+data.synthetic.test_docs = 2
+data.synthetic.min_sentences = 3
+data.synthetic.max_sentences = 4
+data.synthetic.vocab_size = 30
+data.synthetic.entities = 10
+train.lr = 3e-3
+train.warmup_steps = 2
+train.log_every = 1
+train.validate_every = 1000
+train.max_steps = )" + std::to_string(max_steps) + "\ntrain.checkpoint_every = " + std::to_string(checkpoint_every) +
+         R"(
+eval.beam_size = 1
+eval.bootstrap_samples = 0
+eval.max_examples = 4
+eval.extrapolation = false
+)";
+}
+
+struct Sweep {
+  TempDir tmp;
+  std::string grid_path;
+  std::string run_dir;
+  Sweep(const std::string& grid_section, const std::string& extra_sweep, int max_steps, int checkpoint_every) {
+    grid_path = tmp.path("grid.toml");
+    run_dir = tmp.path("runs/t");
+    write_text(grid_path, "[sweep]\nname = \"t\"\noutput_dir = \"" + tmp.path("runs") +
+                              "\"\nheartbeat_seconds = 1.0\n" + extra_sweep + "\n[base]\n" +
+                              tiny_base(max_steps, checkpoint_every) + "\n" + grid_section);
+  }
+};
+
+std::string mpirun(int ranks) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 "
+         "mpirun --oversubscribe -np " + std::to_string(ranks) + " ";
+}
+
+std::map<std::string, core::StoreSnapshot> stores(const std::string& run_dir) {
+  std::map<std::string, core::StoreSnapshot> out;
+  for (auto& e : fs::directory_iterator(run_dir + "/exp")) {
+    std::string p = e.path().string() + "/store.h5";
+    if (fs::exists(p)) out[e.path().filename().string()] = core::ExperimentStore::read(p);
+  }
+  return out;
+}
+
+// Starts a command in its own process group; returns its pid.
+pid_t spawn(const std::string& cmd, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", (cmd + " > " + log + " 2>&1").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    int st = 0;
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(-pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+// The pid of the sweep process with MPI rank `rank` (from /proc environments).
+pid_t rank_pid(int rank) {
+  for (auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(e.path().string() + "/cmdline");
+    if (cmdline.find("mambamt") == std::string::npos || cmdline.find("sweep") == std::string::npos) continue;
+    std::string env = read_text(e.path().string() + "/environ");
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
+      return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
+// Waits until some running experiment has a checkpoint; returns its id.
+std::string wait_for_checkpoint(const std::string& run_dir, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(run_dir + "/exp", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      core::CheckpointDir ck(it->path().string() + "/ckpt");
+      if (ck.steps().empty()) continue;
+      try {
+        auto s = core::ExperimentStore::read(it->path().string() + "/store.h5");
+        if (s.status.state == core::RunState::running) return it->path().filename().string();
+      } catch (...) {
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
+}
+
+struct FileId {
+  ino_t inode;
+  timespec mtime;
+};
+
+FileId file_id(const std::string& path) {
+  struct stat st;
+  ::stat(path.c_str(), &st);
+  return {st.st_ino, st.st_mtim};
+}
+
+}  // namespace
+
+TEST_CASE("4 ranks run a 12-point grid: every point completes exactly once", "[orchestrator][mpi]") {
+  Sweep s("[grid]\nmodel.d_state = [4, 8, 16]\nmodel.attention_ratio = [0.0, 0.5]\n",
+                       "seeds = [1, 2]\nretries = 0\n", 3, 100);
+  auto r = run_shell(mpirun(4) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(r.output.substr(r.output.size() > 6000 ? r.output.size() - 6000 : 0));
+  REQUIRE(r.code == 0);
+  auto all = stores(s.run_dir);
+  REQUIRE(all.size() == 12);
+  std::set<std::string> hosts;
+  for (auto& [id, st] : all) {
+    CHECK(st.status.state == core::RunState::completed);
+    CHECK(st.status.attempts == 1);
+    CHECK(st.status.step == 3);
+  }
+  // Each experiment was started once, and every rank worked.
+  std::regex start_re("start ([0-9a-f]{12}) .* on rank ([0-9]+)");
+  std::map<std::string, int> starts;
+  std::set<std::string> ranks;
+  for (std::sregex_iterator it(r.output.begin(), r.output.end(), start_re), end; it != end; ++it) {
+    starts[(*it)[1]]++;
+    ranks.insert((*it)[2]);
+  }
+  CHECK(starts.size() == 12);
+  for (auto& [id, n] : starts) CHECK(n == 1);
+  CHECK(ranks.size() == 4);
+  // Running it again touches nothing.
+  std::map<std::string, FileId> before;
+  for (auto& [id, st] : all) before[id] = file_id(s.run_dir + "/exp/" + id + "/store.h5");
+  auto again = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  CHECK(again.code == 0);
+  CHECK(again.output.find(" start ") == std::string::npos);
+  for (auto& [id, f] : before) {
+    FileId now = file_id(s.run_dir + "/exp/" + id + "/store.h5");
+    CHECK(now.inode == f.inode);
+    CHECK(now.mtime.tv_nsec == f.mtime.tv_nsec);
+  }
+  // The status command agrees.
+  auto st = run_shell(mambamt_binary() + " status " + s.run_dir);
+  CHECK(st.output.find("12 experiments: 12 completed") != std::string::npos);
+}
+
+TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from its checkpoint", "[orchestrator][mpi]") {
+  Sweep s("[grid]\nmodel.d_state = [4, 8]\n", "seeds = [1]\nretries = 1\n", 60, 4);
+  pid_t job = spawn(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
+  std::string id = wait_for_checkpoint(s.run_dir, 600);
+  REQUIRE(!id.empty());
+  core::StoreSnapshot running = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
+  REQUIRE(running.status.pid > 0);
+  // Kill the process training it (whichever rank that is).
+  ::kill(static_cast<pid_t>(running.status.pid), SIGKILL);
+  int code = wait_exit(job, 300);
+  CHECK(code != 0);
+  int64_t ckpt_step = *core::CheckpointDir(s.run_dir + "/exp/" + id + "/ckpt").latest_step();
+  CHECK(ckpt_step > 0);
+
+  auto r = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(r.output.substr(r.output.size() > 6000 ? r.output.size() - 6000 : 0));
+  REQUIRE(r.code == 0);
+  for (auto& [eid, st] : stores(s.run_dir)) {
+    CHECK(st.status.state == core::RunState::completed);
+    CHECK(st.status.step == 60);
+  }
+  core::StoreSnapshot done = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
+  CHECK(done.status.attempts == 2);
+  std::string log = read_text(s.run_dir + "/exp/" + id + "/log.txt");
+  CHECK(log.find("resumed from") != std::string::npos);
+  // The resumed attempt continued after the checkpoint instead of starting over.
+  auto& loss = done.metrics.at("train_loss");
+  std::map<int64_t, int> seen;
+  for (auto& p : loss) seen[p.step]++;
+  CHECK(seen.count(1) == 1);
+  CHECK(seen.at(1) == 1);
+}
+
+TEST_CASE("the coordinator killed: the resubmission finishes the rest and rewrites no completed store",
+          "[orchestrator][mpi]") {
+  Sweep s("[grid]\nmodel.d_state = [4, 8, 16, 32]\n", "seeds = [1]\nretries = 0\norder = \"grid\"\n", 12, 4);
+  pid_t job = spawn(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
+  // Wait until one experiment is completed, then kill rank 0.
+  std::map<std::string, FileId> completed;
+  for (int i = 0; i < 6000 && completed.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(s.run_dir + "/exp")) continue;
+    try {
+      for (auto& [id, st] : stores(s.run_dir))
+        if (st.status.state == core::RunState::completed) completed[id] = file_id(s.run_dir + "/exp/" + id + "/store.h5");
+    } catch (...) {
+    }
+  }
+  REQUIRE(!completed.empty());
+  pid_t coordinator = rank_pid(0);
+  REQUIRE(coordinator > 0);
+  ::kill(coordinator, SIGKILL);
+  CHECK(wait_exit(job, 300) != 0);
+  // Stores completed before the kill (re-read now: more may have finished).
+  for (auto& [id, st] : stores(s.run_dir))
+    if (st.status.state == core::RunState::completed) completed[id] = file_id(s.run_dir + "/exp/" + id + "/store.h5");
+  REQUIRE(completed.size() < 4);
+
+  auto r = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(r.output.substr(r.output.size() > 6000 ? r.output.size() - 6000 : 0));
+  REQUIRE(r.code == 0);
+  auto all = stores(s.run_dir);
+  REQUIRE(all.size() == 4);
+  for (auto& [id, st] : all) CHECK(st.status.state == core::RunState::completed);
+  for (auto& [id, f] : completed) {
+    INFO(id);
+    FileId now = file_id(s.run_dir + "/exp/" + id + "/store.h5");
+    CHECK(now.inode == f.inode);
+    CHECK(now.mtime.tv_sec == f.mtime.tv_sec);
+    CHECK(now.mtime.tv_nsec == f.mtime.tv_nsec);
+    CHECK(r.output.find("start " + id) == std::string::npos);
+  }
+}
+
+TEST_CASE("an invalid point fails alone and the rest completes", "[orchestrator][mpi]") {
+  Sweep s("[grid]\nmodel.cross_attn_every = [1, 3]\nmodel.d_state = [4, 8]\n",
+                       "seeds = [1]\nretries = 1\n", 2, 100);
+  // tiny has 2 decoder layers: cross_attn_every = 3 is invalid.
+  auto r = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(r.output.substr(r.output.size() > 6000 ? r.output.size() - 6000 : 0));
+  CHECK(r.code == 1);
+  int completed = 0, failed = 0;
+  for (auto& [id, st] : stores(s.run_dir)) {
+    if (st.status.state == core::RunState::completed) ++completed;
+    if (st.status.state == core::RunState::failed) {
+      ++failed;
+      CHECK(id[0] == 'x');
+      CHECK(st.status.last_error.find("model.cross_attn_every = 3 exceeds model.dec_layers = 2") != std::string::npos);
+      CHECK(st.status.last_error.find(s.grid_path + ":") == 0);
+    }
+  }
+  CHECK(completed == 2);
+  CHECK(failed == 2);
+  auto st = run_shell(mambamt_binary() + " status " + s.run_dir);
+  CHECK(st.output.find("2 completed 2 failed") != std::string::npos);
+}
+
+TEST_CASE("a rank group of 2 trains one experiment data-parallel like 1 rank with the same global batch",
+          "[orchestrator][mpi]") {
+  // 2 ranks x 1 batch per update (one group) against 1 rank x 2 accumulated
+  // batches. Without dropout (the ranks draw different masks), and with a token
+  // budget whose epoch plan is the same for 1 and 2 ranks (an even batch count).
+  auto base_with_budget = [](int64_t budget) {
+    std::string text = tiny_base(6, 6);
+    const std::string from = "data.max_tokens = 256\n";
+    text.replace(text.find(from), from.size(), "data.max_tokens = " + std::to_string(budget) + "\n");
+    return text + "model.dropout = 0.0\n";
+  };
+  TempDir scratch;
+  int64_t budget = 0;
+  for (int64_t t = 256; t <= 512 && budget == 0; t += 8) {
+    core::ExperimentConfig c = core::parse_experiment(base_with_budget(t), "budget.toml");
+    train::PreparedData p = train::prepare_data(c, scratch.path("shared"), false);
+    data::CatNOptions cat{c.data.cat_n, c.data.cat_prob, c.data.max_example_tokens};
+    data::BatchingOptions b;
+    b.max_tokens = c.data.max_tokens;
+    b.oversize = data::Oversize::kSkip;
+    const int32_t sep = p.tokenizer->specials().sep;
+    bool same = true;
+    for (int64_t e = 0; e < 2 && same; ++e)
+      same = data::plan_epoch(p.train_examples, cat, b, sep, static_cast<uint64_t>(c.train.seed), e, 1).batches ==
+             data::plan_epoch(p.train_examples, cat, b, sep, static_cast<uint64_t>(c.train.seed), e, 2).batches;
+    if (same) budget = t;
+  }
+  REQUIRE(budget > 0);
+  auto write_grid = [&](const Sweep& s, const std::string& sweep_extra, const std::string& base_extra) {
+    write_text(s.grid_path, "[sweep]\nname = \"t\"\noutput_dir = \"" + s.tmp.path("runs") +
+                                "\"\nheartbeat_seconds = 1.0\nseeds = [1]\n" + sweep_extra + "\n[base]\n" +
+                                base_with_budget(budget) + base_extra);
+  };
+  Sweep two("", "", 6, 6), one("", "", 6, 6);
+  write_grid(two, "ranks_per_experiment = 2\n", "");
+  write_grid(one, "", "train.accum_steps = 2\n");
+  auto r2 = run_shell(mpirun(2) + mambamt_binary() + " sweep " + two.grid_path);
+  INFO(r2.output.substr(r2.output.size() > 4000 ? r2.output.size() - 4000 : 0));
+  REQUIRE(r2.code == 0);
+  auto r1 = run_shell(mpirun(1) + mambamt_binary() + " sweep " + one.grid_path);
+  INFO(r1.output.substr(r1.output.size() > 4000 ? r1.output.size() - 4000 : 0));
+  REQUIRE(r1.code == 0);
+  auto s2 = stores(two.run_dir), s1 = stores(one.run_dir);
+  REQUIRE(s2.size() == 1);
+  REQUIRE(s1.size() == 1);
+  auto c2 = core::read_checkpoint(two.run_dir + "/exp/" + s2.begin()->first + "/ckpt/step_00000006.h5");
+  auto c1 = core::read_checkpoint(one.run_dir + "/exp/" + s1.begin()->first + "/ckpt/step_00000006.h5");
+  int compared = 0;
+  for (auto& [name, t] : c1.tensors) {
+    if (name.rfind("model/", 0) != 0) continue;
+    INFO(name);
+    REQUIRE(c2.tensors.count(name));
+    CHECK(torch::allclose(t, c2.tensors.at(name), 1e-4, 1e-5));
+    ++compared;
+  }
+  CHECK(compared > 10);
+  // The two runs trained on the same tokens per update.
+  auto& l1 = s1.begin()->second.metrics.at("train_loss");
+  auto& l2 = s2.begin()->second.metrics.at("train_loss");
+  REQUIRE(l1.size() == l2.size());
+  for (size_t i = 0; i < l1.size(); ++i) CHECK(l1[i].value == Approx(l2[i].value).epsilon(1e-4));
+}
