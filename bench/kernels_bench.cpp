@@ -252,24 +252,34 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "GFLOP/s count the recurrence's multiply-adds: 4 per (b,l,h,p,n) forward, 16 forward+backward.\n\n";
   out.flush();
 
+  out << "| op | shape | pass | (a) ms | (b) ms | (c) ms | b/a | c/a | (a) GFLOP/s | % sgemm | notes |\n"
+      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  out.flush();
+  // Rows are printed as they are measured.
+  auto print = [&](std::vector<Row>& rows) {
+    for (const Row& r : rows) {
+      const double gf = r.flops / r.a / 1e9;
+      out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << fmt("%.1f", r.a * 1e3) << " | "
+          << fmt("%.1f", r.b * 1e3) << " | " << fmt("%.1f", r.c * 1e3) << " | " << fmt("%.1fx", r.b / r.a)
+          << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | "
+          << fmt("%.0f%%", 100 * gf / gemm) << " | " << r.note << " |\n";
+    }
+    out.flush();
+    rows.clear();
+  };
   std::vector<Row> rows;
   std::vector<std::pair<int64_t, int64_t>> ssd_cases;
-  if (quick) ssd_cases = {{256, 64}, {1024, 64}};
+  if (quick) ssd_cases = {{1024, 64}, {256, 64}};
   else
     for (int64_t L : {256, 1024, 4096})
       for (int64_t N : {16, 64, 128}) ssd_cases.push_back({L, N});
-  for (auto [L, N] : ssd_cases) bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, rows);
-  for (int64_t L : quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{256, 1024, 4096})
+  for (auto [L, N] : ssd_cases) {
+    bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, rows);
+    print(rows);
+  }
+  for (int64_t L : quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{256, 1024, 4096}) {
     bench_scan(L, static_cast<int>(repeat), quick, rows);
-
-  out << "| op | shape | pass | (a) ms | (b) ms | (c) ms | b/a | c/a | (a) GFLOP/s | % sgemm | notes |\n"
-      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
-  for (const Row& r : rows) {
-    const double gf = r.flops / r.a / 1e9;
-    out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << fmt("%.1f", r.a * 1e3) << " | "
-        << fmt("%.1f", r.b * 1e3) << " | " << fmt("%.1f", r.c * 1e3) << " | " << fmt("%.1fx", r.b / r.a)
-        << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | "
-        << fmt("%.0f%%", 100 * gf / gemm) << " | " << r.note << " |\n";
+    print(rows);
   }
   out << "\ntotal " << fmt("%.0f", std::chrono::duration<double>(Clock::now() - t_start).count())
       << " s\n";

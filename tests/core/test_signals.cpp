@@ -116,7 +116,7 @@ TEST_CASE("SIGTERM from kill(1) sets the flag") {
   CHECK(stop_signal() == SIGTERM);
 }
 
-TEST_CASE("the handled signal does not kill the process; unhandled it would") {
+TEST_CASE("the handled signal does not kill the process, unhandled it would") {
   // Without handlers USR2's default action terminates the child: the check below is meaningful.
   int status = in_child([] {
     ::signal(SIGUSR2, SIG_DFL);
