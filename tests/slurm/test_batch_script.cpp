@@ -33,7 +33,7 @@ std::string option_value(const std::vector<Directive>& ds, const std::string& op
 
 }  // namespace
 
-TEST_CASE("directives are read up to comments; commented-out settings are not directives") {
+TEST_CASE("directives are read up to comments, commented-out settings are not directives") {
   const std::string text =
       "#!/bin/bash\n"
       "#SBATCH --time=1:00:00   # one hour\n"
@@ -58,7 +58,7 @@ TEST_CASE("directives are read up to comments; commented-out settings are not di
   CHECK(sge[1].value.empty());
 }
 
-TEST_CASE("--signal values") {
+TEST_CASE("sbatch --signal values") {
   auto s = parse_signal_option("B:USR2@300");
   CHECK(s.batch_shell_only);
   CHECK(s.signal == "USR2");
@@ -125,13 +125,12 @@ TEST_CASE("every job script passes bash -n and the checker") {
     for (const auto& p : check_sbatch_script(read_text(path), path)) problems += p + "\n";
     CHECK(problems == "");
   }
-  // shellcheck finds the bash mistakes bash -n cannot (when installed).
-  if (run_shell("command -v shellcheck").code == 0) {
-    for (const auto& path : scripts) {
-      const auto r = run_shell("shellcheck -S warning -s bash " + path);
-      INFO(r.output);
-      CHECK(r.code == 0);
-    }
+  // shellcheck (installed by scripts/setup.sh) finds the bash mistakes bash -n cannot.
+  REQUIRE(run_shell("command -v shellcheck").code == 0);
+  for (const auto& path : scripts) {
+    const auto r = run_shell("shellcheck -S warning -s bash " + path);
+    INFO(r.output);
+    CHECK(r.code == 0);
   }
 }
 

@@ -28,7 +28,7 @@ class FakeSge {
                "echo \"args=$*\" >> calls\n"
                "echo \"cuda=${CUDA_VISIBLE_DEVICES:-}\" >> calls\n"
                "if [ \"${MPIRUN_WAIT:-0}\" = 1 ]; then\n"
-               "  trap 'echo got=USR2 >> calls; exit 1' USR2\n"
+               "  trap 'echo got=USR2 >> calls; kill $! 2>/dev/null; exit 1' USR2\n"
                "  touch ready\n"
                "  sleep 30 & wait\n"
                "  exit 4\n"
@@ -43,7 +43,8 @@ class FakeSge {
 
   // Runs the script; with `signal` set, sends it to the script once mpirun is up.
   SgeRun run(const std::string& env, const std::string& args, const std::string& signal = "") const {
-    std::string cmd = "cd " + tmp_.dir() + " && rm -f ready calls && env -u SLURM_JOB_ID PATH=" + tmp_.path("bin") +
+    // The script itself in the background (not the cd/rm list), so that $pid is the script's bash.
+    std::string cmd = "cd " + tmp_.dir() + " && rm -f ready calls || exit 1; env -u SLURM_JOB_ID PATH=" + tmp_.path("bin") +
                       ":$PATH JOB_ID=4242 NSLOTS=2 SGE_O_WORKDIR=" + tmp_.dir() + " MAMBAMT_BIN=" +
                       tmp_.path("bin/mambamt") + " " + env + " bash " + source_dir() + "/jobs/ablation_grid.sge " +
                       args + " > out 2>&1 & pid=$!; ";
