@@ -12,6 +12,8 @@ PACKAGES=(
   libtomlplusplus-dev libspdlog-dev catch2  # config, logging, tests
   slurm-wlm munge                           # the real one-node cluster of the tests
   librsvg2-bin                              # rsvg-convert: tests render plots to PNG
+  texlive-latex-base texlive-latex-recommended  # tests compile the collector's LaTeX (booktabs)
+  shellcheck                                # tests lint the job scripts
   python3-h5py                              # tests read stores the way users do
 )
 
