@@ -16,8 +16,8 @@ namespace mambamt::core::log {
 namespace {
 
 std::atomic<int> g_rank{0};
-std::mutex g_mutex;
-std::string g_experiment = "-";  // guarded by g_mutex
+// Per thread: rank 0's coordinator thread logs beside the worker thread's experiment.
+thread_local std::string g_experiment = "-";
 std::shared_ptr<spdlog::sinks::dist_sink_mt> g_sinks;
 std::shared_ptr<spdlog::sinks::sink> g_console;
 
@@ -35,12 +35,8 @@ class RankFlag : public spdlog::custom_flag_formatter {
 class ExperimentFlag : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
-    std::string s;
-    {
-      std::lock_guard<std::mutex> lock(g_mutex);
-      s = g_experiment;
-    }
-    dest.append(s.data(), s.data() + s.size());
+    // The formatter runs in the logging thread (the logger is synchronous).
+    dest.append(g_experiment.data(), g_experiment.data() + g_experiment.size());
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<ExperimentFlag>(); }
 };
@@ -51,6 +47,24 @@ std::unique_ptr<spdlog::formatter> make_formatter() {
   f->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] [rank %R] [exp %E] %v");
   return f;
 }
+
+// The experiment's file sink takes the lines of the thread that runs the
+// experiment only, not those of other threads of the process (the coordinator).
+class ThreadFilterSink : public spdlog::sinks::sink {
+ public:
+  ThreadFilterSink(std::shared_ptr<spdlog::sinks::sink> inner, size_t thread_id)
+      : inner_(std::move(inner)), thread_id_(thread_id) {}
+  void log(const spdlog::details::log_msg& msg) override {
+    if (msg.thread_id == thread_id_) inner_->log(msg);
+  }
+  void flush() override { inner_->flush(); }
+  void set_pattern(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter(std::unique_ptr<spdlog::formatter> f) override { inner_->set_formatter(std::move(f)); }
+
+ private:
+  std::shared_ptr<spdlog::sinks::sink> inner_;
+  size_t thread_id_;
+};
 
 }  // namespace
 
@@ -98,20 +112,17 @@ struct ExperimentLog::Impl {
 
 ExperimentLog::ExperimentLog(const std::string& experiment_id, const std::string& log_file) : impl_(new Impl) {
   init();
-  impl_->file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file, /*truncate=*/false);
-  impl_->file->set_formatter(make_formatter());
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    impl_->previous = g_experiment;
-    g_experiment = experiment_id;
-  }
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file, /*truncate=*/false);
+  file->set_formatter(make_formatter());
+  impl_->file = std::make_shared<ThreadFilterSink>(file, spdlog::details::os::thread_id());
+  impl_->previous = g_experiment;
+  g_experiment = experiment_id;
   g_sinks->add_sink(impl_->file);
 }
 
 ExperimentLog::~ExperimentLog() {
   spdlog::default_logger()->flush();
   g_sinks->remove_sink(impl_->file);
-  std::lock_guard<std::mutex> lock(g_mutex);
   g_experiment = impl_->previous;
 }
 

@@ -21,8 +21,10 @@ int rank();
 // stdout is a data stream, keep the default).
 void set_console_to_stdout(bool on);
 
-// While alive: lines carry this experiment id and are appended to `log_file`
-// as well. One per process at a time (a worker runs one experiment at a time).
+// While alive: lines logged by the thread that created it carry this experiment
+// id and are appended to `log_file` as well; other threads' lines (rank 0's
+// coordinator) keep their own id and stay out of the file. One per thread at a
+// time (a worker runs one experiment at a time).
 class ExperimentLog {
  public:
   ExperimentLog(const std::string& experiment_id, const std::string& log_file);
