@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using mambamt::InputError;
 using namespace mambamt::core;
@@ -248,6 +249,11 @@ TEST_CASE("the config reference documents every key", "[core][config]") {
   std::string md = config_reference_markdown();
   for (auto& key : experiment_keys()) CHECK(md.find("`" + key + "`") != std::string::npos);
   CHECK(md.find("`sweep.retries`") != std::string::npos);
+}
+
+TEST_CASE("docs/config.md is the current output of `mambamt config doc`", "[core][config]") {
+  // Regenerate with: build/bin/mambamt config doc > docs/config.md
+  CHECK(::read_text(source_dir() + "/docs/config.md") == config_reference_markdown());
 }
 
 TEST_CASE("short_hash is stable and spreads", "[core][config]") {
