@@ -223,7 +223,7 @@ TEST_CASE("the sweep file round-trips its points", "[orchestrator]") {
   CHECK_FALSE(fs::exists(tmp.path("sweep.h5.lock")));
 }
 
-TEST_CASE("point states follow the stores; status reports them", "[orchestrator]") {
+TEST_CASE("point states follow the stores and status reports them", "[orchestrator]") {
   TempDir tmp;
   std::string text = std::string(kGrid);
   text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");

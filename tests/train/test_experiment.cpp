@@ -114,7 +114,7 @@ TEST_CASE("data preparation is shared and keyed by the fields it depends on") {
   CHECK(q.tokenizer->vocab_size() == p.tokenizer->vocab_size());
 }
 
-TEST_CASE("training and evaluation write every store name of docs/STORE.md; a completed store is not rewritten",
+TEST_CASE("training and evaluation write every store name of docs/STORE.md and a completed store is not rewritten",
           "[slow]") {
   TempDir tmp;
   const std::string dir = tmp.path("exp");
