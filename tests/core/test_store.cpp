@@ -112,6 +112,47 @@ TEST_CASE("a store is readable with h5dump", "[core][store]") {
   CHECK(out.find("2.5") != std::string::npos);
 }
 
+TEST_CASE("a store reads with h5py as docs/STORE.md shows", "[core][store]") {
+  TempDir tmp;
+  std::string path = tmp.path("store.h5");
+  {
+    ExperimentStore st = ExperimentStore::create(path, {"abc123", "model.d_state=32", "demo", "[model]\nd_state = 32\n"});
+    StoreStatus s = st.status();
+    s.state = RunState::completed;
+    s.step = 20;
+    st.set_status(s);
+    st.append_metric("train_loss", 10, 3.25);
+    st.append_metric("train_loss", 20, 2.5);
+    st.set_scalar("test/bleu", 31.5);
+    ResultTable t;
+    t.rows = {"he", "she"};
+    t.columns = {"accuracy", "n"};
+    t.values = {0.75, 20, 0.5, 10};
+    st.set_table("contrastive/by_pronoun", t);
+    st.commit();
+  }
+  // Debian's python3 (python3-h5py, installed by scripts/setup.sh), not whatever python3 is first on PATH.
+  write_text(tmp.path("read.py"),
+             "import h5py, sys\n"
+             "f = h5py.File(sys.argv[1], 'r')\n"
+             "print(f.attrs['experiment_id'], f.attrs['name'], f['status'].attrs['state'], f['status'].attrs['step'])\n"
+             "m = f['metrics/train_loss']\n"
+             "print(list(m['step']), list(m['value']))\n"
+             "print(f['results/test/bleu'][()])\n"
+             "t = f['results/contrastive/by_pronoun']\n"
+             "print(list(t.attrs['rows']), list(t.attrs['columns']), t[1, 0])\n"
+             "print(f['config'][()].decode() if isinstance(f['config'][()], bytes) else f['config'][()], end='')\n");
+  CommandResult r = run_shell("/usr/bin/python3 " + tmp.path("read.py") + " " + path);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK(r.output ==
+        "abc123 model.d_state=32 completed 20\n"
+        "[10, 20] [3.25, 2.5]\n"
+        "31.5\n"
+        "['he', 'she'] ['accuracy', 'n'] 0.5\n"
+        "[model]\nd_state = 32\n");
+}
+
 TEST_CASE("store errors name the file and leave it untouched", "[core][store]") {
   TempDir tmp;
   CHECK_THROWS_WITH(ExperimentStore::read(tmp.path("none.h5")), Catch::Contains("none.h5: no such store"));
