@@ -92,7 +92,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 // ------------------------------------------------------------------ attention
 
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& allowed, double dropout, bool training) {
+                     const torch::Tensor& allowed, double dropout, bool training, torch::Tensor* weights) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
   // Softmax in float32 at least (bf16/fp16 activations under autocast).
@@ -102,6 +102,7 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   if (allowed.defined())
     scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
   torch::Tensor p = torch::softmax(scores, -1);
+  if (weights) *weights = p.detach();
   if (dropout > 0 && training) p = torch::dropout(p, dropout, true);
   return torch::matmul(p.to(v.scalar_type()), v);
 }
@@ -140,7 +141,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const SeqInfo& info
     torch::Tensor w = options.causal() ? d.lt(options.window()) : d.abs().lt(options.window());
     both(w.unsqueeze(1));
   }
-  torch::Tensor y = attend(q, k, v, allowed, options.attn_dropout(), is_training());
+  torch::Tensor y = attend(q, k, v, allowed, options.attn_dropout(), is_training(), record ? &last_weights : nullptr);
   if (state) {
     torch::Tensor valid = info.mask.defined()
                               ? info.mask
@@ -260,7 +261,8 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
     torch::Tensor near = (j.view({1, 1, s}) - centre.unsqueeze(2)).abs().le(options.window() / 2);  // (B,T,S)
     allowed = allowed.logical_and(near.unsqueeze(1));
   }
-  torch::Tensor y = attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training());
+  torch::Tensor y =
+      attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training(), record ? &last_weights : nullptr);
   y = detail::linear(y.transpose(1, 2).reshape({b * t, options.d_model()}), out);
   if (gate) y = y * torch::sigmoid(detail::linear(x2, gate));
   return y.view({b, t, options.d_model()});

@@ -89,6 +89,11 @@ class AttentionImpl : public MixerImpl {
 
   AttentionOptions options;
   torch::nn::Linear qkv{nullptr}, out{nullptr};
+  // Opt-in recording for analyses (train/explain.h): while `record` is true,
+  // forward() keeps its softmax weights (B,H,L,L) float32, detached, in
+  // `last_weights` (before attention dropout). Off by default: no cost.
+  bool record = false;
+  torch::Tensor last_weights;
 
  private:
   int64_t head_dim() const { return options.d_model() / options.n_heads(); }
@@ -125,13 +130,21 @@ class CrossAttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const CrossKv& kv);
   CrossAttentionOptions options;
   torch::nn::Linear q{nullptr}, kv{nullptr}, out{nullptr}, gate{nullptr};  // gate: gated only
+  // Opt-in recording for analyses (train/explain.h): while `record` is true,
+  // forward() keeps its softmax weights (B,H,T,S) float32, detached, in
+  // `last_weights` (before attention dropout; zero at masked source columns,
+  // so each row sums to 1 over the real source tokens). Off by default: no cost.
+  bool record = false;
+  torch::Tensor last_weights;
 };
 TORCH_MODULE(CrossAttention);
 
 // Scaled dot-product attention: q (B,H,Lq,Dh), k, v (B,H,Lk,Dh), allowed
 // (broadcastable to (B,H,Lq,Lk), bool) -> (B,H,Lq,Dh). A query with no allowed
-// key gets a finite (meaningless) output, never NaN.
+// key gets a finite (meaningless) output, never NaN. With `weights`, the
+// softmax weights (B,H,Lq,Lk) (float32, or float64 for float64 inputs; before
+// dropout) are also stored there, detached.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& allowed, double dropout, bool training);
+                     const torch::Tensor& allowed, double dropout, bool training, torch::Tensor* weights = nullptr);
 
 }  // namespace mambamt::models

@@ -28,7 +28,45 @@ int64_t numel_of(const std::vector<torch::Tensor>& ps) {
   return n;
 }
 
+// Switches weight recording on for a set of attention modules for one scope;
+// off again (and the weights dropped) at its end, whatever happens.
+template <typename Module>
+class RecordGuard {
+ public:
+  explicit RecordGuard(std::vector<Module*> modules) : modules_(std::move(modules)) {
+    for (Module* m : modules_) {
+      m->record = true;
+      m->last_weights = torch::Tensor();
+    }
+  }
+  ~RecordGuard() {
+    for (Module* m : modules_) {
+      m->record = false;
+      m->last_weights = torch::Tensor();
+    }
+  }
+  RecordGuard(const RecordGuard&) = delete;
+  RecordGuard& operator=(const RecordGuard&) = delete;
+
+ private:
+  std::vector<Module*> modules_;
+};
+
+// The mask of a source that source_attention() can report in src's own columns.
+torch::Tensor right_padded_mask(const torch::Tensor& src, const torch::Tensor& src_mask) {
+  torch::Tensor mask = bool_mask(src_mask, src);
+  torch::Tensor prefix = torch::arange(mask.size(1), src.options().dtype(torch::kLong)).unsqueeze(0) <
+                         mask.sum(1, /*keepdim=*/true);
+  TORCH_CHECK(torch::equal(prefix, mask), "source_attention: src must be right-padded (data::collate's layout)");
+  return mask;
+}
+
 }  // namespace
+
+torch::Tensor TranslationModel::final_hidden(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                             const torch::Tensor&) {
+  throw Error("model kind `" + kind() + "` does not expose its decoder's final hidden states (final_hidden)");
+}
 
 SeqInfo SeqInfo::from_mask(const torch::Tensor& mask, int64_t batch, int64_t length, const torch::Device& device) {
   SeqInfo s;
@@ -136,15 +174,49 @@ Memory EncoderDecoderModel::encode(const torch::Tensor& src, const torch::Tensor
   return Memory{encoder(x, info), mask};
 }
 
-torch::Tensor EncoderDecoderModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
-                                           const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+torch::Tensor EncoderDecoderModel::final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
   check_ids(tgt_in, "tgt_in");
   TORCH_CHECK(src.size(0) == tgt_in.size(0), "src has ", src.size(0), " rows but tgt_in has ", tgt_in.size(0));
   Memory m = encode(src, src_mask);
   torch::Tensor tmask = bool_mask(tgt_mask, tgt_in);
   SeqInfo info = SeqInfo::from_mask(tmask, tgt_in.size(0), tgt_in.size(1), tgt_in.device());
-  torch::Tensor h = decoder(embed_drop(tgt_embed(tgt_in), dropout_, is_training()), info, &m);
-  return logits(h);
+  return decoder(embed_drop(tgt_embed(tgt_in), dropout_, is_training()), info, &m);
+}
+
+torch::Tensor EncoderDecoderModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                           const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+  return logits(final_hidden(src, src_mask, tgt_in, tgt_mask));
+}
+
+bool EncoderDecoderModel::has_source_attention() const {
+  for (const Layer& l : decoder->layers)
+    if (l->cross) return true;
+  return false;
+}
+
+std::vector<SourceAttention> EncoderDecoderModel::source_attention(const torch::Tensor& src,
+                                                                   const torch::Tensor& src_mask,
+                                                                   const torch::Tensor& tgt_in,
+                                                                   const torch::Tensor& tgt_mask) {
+  torch::NoGradGuard no_grad;
+  check_ids(src, "src");
+  const torch::Tensor mask = right_padded_mask(src, src_mask);
+  std::vector<CrossAttentionImpl*> modules;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < decoder->layers.size(); ++i)
+    if (decoder->layers[i]->cross) {
+      modules.push_back(decoder->layers[i]->cross.get());
+      names.push_back("decoder." + std::to_string(i) + ".cross");
+    }
+  std::vector<SourceAttention> out;
+  if (modules.empty()) return out;
+  RecordGuard<CrossAttentionImpl> record(modules);
+  final_hidden(src, mask, tgt_in, tgt_mask);
+  // The encoder keeps right-padded sources as they are, so its columns are src's;
+  // the softmax already gave the padding columns weight 0.
+  for (size_t k = 0; k < modules.size(); ++k) out.push_back({names[k], modules[k]->last_weights.to(torch::kFloat)});
+  return out;
 }
 
 InferenceState EncoderDecoderModel::start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve) {
@@ -196,8 +268,8 @@ DecoderOnlyModel::Prompt DecoderOnlyModel::prompt(const torch::Tensor& src, cons
   return Prompt{ids, mask, mask.sum(1)};
 }
 
-torch::Tensor DecoderOnlyModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
-                                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+torch::Tensor DecoderOnlyModel::final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                             const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
   check_ids(tgt_in, "tgt_in");
   TORCH_CHECK(src.size(0) == tgt_in.size(0), "src has ", src.size(0), " rows but tgt_in has ", tgt_in.size(0));
   Prompt p = prompt(src, src_mask);
@@ -206,7 +278,58 @@ torch::Tensor DecoderOnlyModel::forward(const torch::Tensor& src, const torch::T
   torch::Tensor mask = torch::cat({p.mask, bool_mask(tgt_mask, tgt_in)}, 1);
   SeqInfo info = SeqInfo::from_mask(mask, ids.size(0), ids.size(1), ids.device());
   torch::Tensor h = decoder(embed_drop(embed(ids), dropout_, is_training()), info);
-  return logits(h.narrow(1, s, t));
+  return h.narrow(1, s, t);
+}
+
+torch::Tensor DecoderOnlyModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+  return logits(final_hidden(src, src_mask, tgt_in, tgt_mask));
+}
+
+namespace {
+std::vector<std::pair<size_t, AttentionImpl*>> attention_mixers(const Stack& stack) {
+  std::vector<std::pair<size_t, AttentionImpl*>> out;
+  for (size_t i = 0; i < stack->layers.size(); ++i)
+    if (auto* a = dynamic_cast<AttentionImpl*>(stack->layers[i]->mixer.get())) out.emplace_back(i, a);
+  return out;
+}
+}  // namespace
+
+bool DecoderOnlyModel::has_source_attention() const { return !attention_mixers(decoder).empty(); }
+
+std::vector<SourceAttention> DecoderOnlyModel::source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                                const torch::Tensor& tgt_in,
+                                                                const torch::Tensor& tgt_mask) {
+  torch::NoGradGuard no_grad;
+  check_ids(src, "src");
+  const torch::Tensor mask = right_padded_mask(src, src_mask);
+  auto mixers = attention_mixers(decoder);
+  std::vector<SourceAttention> out;
+  if (mixers.empty()) return out;
+  std::vector<AttentionImpl*> modules;
+  for (auto& [i, a] : mixers) modules.push_back(a);
+  RecordGuard<AttentionImpl> record(modules);
+  final_hidden(src, mask, tgt_in, tgt_mask);
+  // The packed row is [pad ...] s_1 .. s_n eos [boundary] bos t_1 .. : the
+  // source of row b ends `nb` columns before the prompt's end.
+  const int64_t b = src.size(0), s = src.size(1), t = tgt_in.size(1);
+  const int64_t prompt_len = s + (context().boundary >= 0 ? 1 : 0);
+  const int64_t source_end = s;  // exclusive: the boundary (if any) follows
+  torch::Tensor len = mask.sum(1, /*keepdim=*/true);                                // (B,1)
+  torch::Tensor j = torch::arange(s, src.options().dtype(torch::kLong)).unsqueeze(0);  // (1,S)
+  torch::Tensor col = (source_end - len + j).clamp_min(0);                           // (B,S) packed column of source j
+  const torch::Tensor keep = mask.to(torch::kFloat).view({b, 1, 1, s});
+  for (size_t k = 0; k < modules.size(); ++k) {
+    torch::Tensor w = modules[k]->last_weights.to(torch::kFloat);  // (B,H,L,L)
+    const int64_t h = w.size(1);
+    w = w.narrow(2, prompt_len, t);                                                  // target queries (B,H,T,L)
+    w = w.gather(3, col.view({b, 1, 1, s}).expand({b, h, t, s})) * keep;            // (B,H,T,S)
+    torch::Tensor total = w.sum(-1, /*keepdim=*/true);
+    w = torch::where(total > 0, w / total.clamp_min(1e-30), torch::zeros_like(w));
+    const std::string kind = modules[k]->options.window() > 0 ? "local_attention" : "attention";
+    out.push_back({"decoder." + std::to_string(mixers[k].first) + "." + kind, w});
+  }
+  return out;
 }
 
 InferenceState DecoderOnlyModel::start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve) {

@@ -23,11 +23,18 @@
 // step-by-step logits equal forward()'s logits at the same positions (fp32, to
 // 1e-4 relative) for every kind; models/search.h builds greedy and beam search,
 // forced-decoding scores on top of it.
+//
+// Analyses (train/explain.h: attention heatmaps and occlusion importance):
+//   final_hidden(src, src_mask, tgt_in, tgt_mask)      (B,T,D) decoder output before the output projection
+//   source_attention(src, src_mask, tgt_in, tgt_mask)  per attention layer (B,H,T,S) weights over the source
+// Kinds without attention over the source keep source_attention()'s default
+// (empty) and has_source_attention() false; occlusion only needs final_hidden().
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "models/plan.h"
@@ -55,6 +62,12 @@ struct ModelContext {
   int64_t boundary = -1;
 };
 
+// The attention weights of one layer over the source (source_attention()).
+struct SourceAttention {
+  std::string layer;      // "decoder.3.cross" (cross-attention), "decoder.5.attention" (decoder-only self-attention)
+  torch::Tensor weights;  // (B,H,T,S) float32, on the model's device
+};
+
 class TranslationModel : public torch::nn::Module {
  public:
   // Teacher forcing: logits (B,T,V) of the target positions (dtype of the
@@ -71,6 +84,31 @@ class TranslationModel : public torch::nn::Module {
   // Feeds tokens (B) int64, one per row (bos first), and returns the logits
   // (B,V) of the next token. The state advances by one position in every row.
   virtual torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) = 0;
+
+  // Teacher forcing like forward(), but the decoder's final hidden states
+  // (B,T,D) at the target positions: after the decoder's final norm, before
+  // the output projection (forward() is their logits). The default throws
+  // Error naming the kind; every kind that supports occlusion implements it.
+  virtual torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                     const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask);
+
+  // Whether source_attention() returns anything for this model (false for
+  // kinds and plans without an attention layer that sees the source).
+  virtual bool has_source_attention() const { return false; }
+
+  // A teacher-forced pass (no gradients; call it in eval mode) recording the
+  // attention of every target position over the source, one entry per layer
+  // whose attention sees the source, in layer order. src must be right-padded
+  // (data::collate's layout); weights[b][h][t][j] is the weight that target
+  // position t (the query predicting tgt_out[t]) gives source column j of
+  // src: 0 at padding, each row summing to 1 over the real source tokens.
+  // Decoder-only kinds renormalise their self-attention over the source part
+  // of the sequence (a row whose window does not reach the source is all 0).
+  // Default: empty (no attention over the source).
+  virtual std::vector<SourceAttention> source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                        const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+    return {};
+  }
 
   // The kind ("hybrid", ...), the config it was built from, and the plan.
   const std::string& kind() const { return kind_; }
@@ -111,6 +149,11 @@ class EncoderDecoderModel : public TranslationModel {
   InferenceState start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve = 64) override;
   torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) override;
   int64_t decoder_parameter_count() const override;
+  torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
+                             const torch::Tensor& tgt_mask) override;
+  bool has_source_attention() const override;  // any decoder layer with cross-attention
+  std::vector<SourceAttention> source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) override;
 
   // The encoder output (B,S,D) with its mask, padding moved to the end of each row.
   Memory encode(const torch::Tensor& src, const torch::Tensor& src_mask);
@@ -135,6 +178,11 @@ class DecoderOnlyModel : public TranslationModel {
   InferenceState start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve = 64) override;
   torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) override;
   int64_t decoder_parameter_count() const override;
+  torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
+                             const torch::Tensor& tgt_mask) override;
+  bool has_source_attention() const override;  // any attention or local_attention layer
+  std::vector<SourceAttention> source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) override;
 
   torch::nn::Embedding embed{nullptr};
   torch::nn::Linear out_proj{nullptr};  // untied only
