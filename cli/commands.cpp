@@ -14,6 +14,7 @@ const std::vector<Command>& commands() {
       train_command(),
       eval_command(),
       translate_command(),
+      explain_command(),
       bench_command(),
   };
   return list;

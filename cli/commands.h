@@ -12,6 +12,7 @@ Command bench_command();
 Command train_command();
 Command eval_command();
 Command translate_command();
+Command explain_command();
 Command sweep_command();
 Command status_command();
 Command collect_command();

@@ -22,6 +22,7 @@
 #include "results/entities.h"
 #include "results/length_buckets.h"
 #include "train/decode.h"
+#include "train/explain.h"
 #include "train/memory.h"
 #include "train/trainer.h"
 
@@ -33,6 +34,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 using Clock = std::chrono::steady_clock;
+// Test examples explained into the store, and their longest source (tokens + eos).
+constexpr size_t kExplainSentences = 3;
+constexpr size_t kExplainMaxTokens = 40;
 
 results::BleuOptions bleu_options(const core::EvalConfig& e) {
   results::BleuOptions o;
@@ -513,6 +517,29 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     }
     store.set_table("efficiency/memory_by_length", mem);
     store.commit();
+  }
+
+  if (stop()) return false;
+  if (parts.explain && !data.tests.empty()) {
+    // Heatmaps for the collector's report: the first few short test examples
+    // (a translation, one teacher-forced pass and one batch of occluded copies
+    // each). Never fails the evaluation: a kind that cannot explain leaves a note.
+    const auto t0 = Clock::now();
+    std::vector<std::vector<int32_t>> sources;
+    for (auto& ex : data.tests[0].examples) sources.push_back(ex.src);
+    std::vector<std::vector<int32_t>> chosen;
+    for (size_t i : pick_short(sources, kExplainSentences, kExplainMaxTokens)) chosen.push_back(sources[i]);
+    try {
+      store_explanations(store, explain_sources(model, c, tok, chosen, device, true, true));
+      store.commit();
+      spdlog::info("explain: occlusion{} maps of {} test sentences ({:.1f} s)",
+                   model.has_source_attention() ? " and attention" : "", chosen.size(),
+                   std::chrono::duration<double>(Clock::now() - t0).count());
+    } catch (const std::exception& ex) {
+      spdlog::warn("explain: no heatmaps: {}", ex.what());
+      store.set_text("explain", std::string("no heatmaps: ") + ex.what());
+      store.commit();
+    }
   }
   return true;
 }

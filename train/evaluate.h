@@ -4,6 +4,7 @@
 //   <set>/bleu|chrf|chrfpp (+ bootstrap CIs), <set>/by_length, <set>/comet,
 //   contrastive/accuracy|by_pronoun|by_distance|by_phenomenon,
 //   entities/recall|by_frequency, extrapolation/by_length, efficiency/*,
+//   explain/<k>/occlusion|attention (heatmaps of a few short test sentences),
 // and the hypotheses of every test set into <exp_dir>/hyp/<set>.txt.
 #include <torch/torch.h>
 
@@ -33,6 +34,7 @@ struct EvalParts {
   bool entities = true;        // eval.entity_recall still applies
   bool extrapolation = true;   // eval.extrapolation still applies
   bool efficiency = true;
+  bool explain = true;         // occlusion and attention maps of the first short test sentences
 };
 
 // Runs the suite on `model` (already holding the parameters to evaluate) and

@@ -163,6 +163,30 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
   auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
   CHECK(mem.rows.size() == 3);
+  // Heatmaps of the first short test sentences (the tiny hybrid has cross-attention).
+  for (int k = 0; k < 3; ++k) {
+    INFO("explain " << k);
+    const std::string p = "explain/" + std::to_string(k) + "/";
+    REQUIRE(s.tables.count(p + "occlusion"));
+    REQUIRE(s.tables.count(p + "attention"));
+    const auto& occ = s.tables[p + "occlusion"];
+    const auto& att = s.tables[p + "attention"];
+    CHECK(occ.rows == att.rows);
+    CHECK(occ.columns == att.columns);
+    REQUIRE(!occ.columns.empty());
+    CHECK(occ.columns.back() == "</s>");
+    CHECK(occ.rows.back() == "</s>");
+    CHECK(occ.columns.size() <= 40);
+    for (size_t r = 0; r < att.rows.size(); ++r) {
+      double sum = 0;
+      for (size_t c = 0; c < att.columns.size(); ++c) {
+        sum += att.at(r, c);
+        CHECK(occ.at(r, c) >= 0);
+      }
+      CHECK(sum == Approx(1.0).epsilon(1e-5));
+    }
+  }
+  CHECK_FALSE(s.tables.count("explain/3/occlusion"));
   CHECK(s.texts.count("comet"));
   for (const char* k : {"host", "torch", "device"}) CHECK(s.system.count(k));
   // Hypotheses: one line per test segment (the buckets' counts add up to them).
@@ -200,7 +224,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(s2.scalars.count("test/bleu"));
   CHECK(count_lines(dir + "/hyp/extra.txt") == 2);
   write_text(tmp.path("in.txt"), "ta ul pa\n\nen ta\n");
-  CommandResult t = run_shell(mambamt_binary() + " translate --store " + dir + " < " + tmp.path("in.txt") + " 2>/dev/null");
+  // stdout only: run_shell adds 2>&1 after the command, so the log lines go away inside a subshell.
+  CommandResult t = run_shell("(" + mambamt_binary() + " translate --store " + dir + " < " + tmp.path("in.txt") + " 2>/dev/null)");
   CHECK(t.code == 0);
   CHECK(std::count(t.output.begin(), t.output.end(), '\n') == 3);
   CommandResult bad = run_shell(mambamt_binary() + " eval --store " + tmp.path("nothing"));

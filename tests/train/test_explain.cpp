@@ -1,0 +1,238 @@
+// Attention and occlusion maps (train/explain.h) and `mambamt explain`:
+// occlusion finds the source token a model copies (a model trained here on a
+// name-copying task, hybrid and pure Mamba), attention rows sum to 1, the
+// heatmaps render, and the command end to end on a tiny trained experiment
+// (its files, index.md, the pure-Mamba error for --method attention).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/store.h"
+#include "models/registry.h"
+#include "models/search.h"
+#include "train/experiment.h"
+#include "train/explain.h"
+#include "train_helpers.h"
+
+using namespace mambamt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The copying task: a source of 3-7 filler words (ids 15..24) with one name
+// (ids 5..14) somewhere among them; the target is the name, copied verbatim.
+// Like the entities of the synthetic corpus, the name is the one source token
+// the output reproduces; the fillers are unrelated to it.
+constexpr int32_t kFirstName = 5, kNames = 10, kFirstFiller = 15, kFillers = 10, kVocab = 25;
+
+struct CopyExample {
+  std::vector<int32_t> src;
+  int32_t name = 0;
+  size_t at = 0;  // the name's position in src
+};
+
+CopyExample copy_example(std::mt19937& rng) {
+  CopyExample e;
+  const int n = 3 + static_cast<int>(rng() % 5);
+  for (int i = 0; i < n; ++i) e.src.push_back(kFirstFiller + static_cast<int32_t>(rng() % kFillers));
+  e.name = kFirstName + static_cast<int32_t>(rng() % kNames);
+  e.at = rng() % (e.src.size() + 1);
+  e.src.insert(e.src.begin() + static_cast<std::ptrdiff_t>(e.at), e.name);
+  return e;
+}
+
+// Trains `model` on the copying task with Adam (teacher forcing, batch 32).
+void train_copy(models::TranslationModel& model, int steps, uint32_t seed) {
+  std::mt19937 rng(seed);
+  torch::optim::Adam opt(model.parameters(), torch::optim::AdamOptions(3e-3));
+  model.train();
+  const data::SpecialIds ids;
+  for (int step = 0; step < steps; ++step) {
+    const int64_t b = 32;
+    std::vector<CopyExample> batch;
+    int64_t s = 0;
+    for (int64_t i = 0; i < b; ++i) {
+      batch.push_back(copy_example(rng));
+      s = std::max<int64_t>(s, static_cast<int64_t>(batch.back().src.size()) + 1);
+    }
+    torch::Tensor src = torch::full({b, s}, ids.pad, torch::kLong), mask = torch::zeros({b, s}, torch::kBool);
+    torch::Tensor tgt_in = torch::full({b, 2}, ids.bos, torch::kLong), tgt_out = torch::full({b, 2}, ids.eos, torch::kLong);
+    for (int64_t i = 0; i < b; ++i) {
+      const auto& e = batch[static_cast<size_t>(i)];
+      for (size_t j = 0; j < e.src.size(); ++j) src[i][static_cast<int64_t>(j)] = e.src[j];
+      src[i][static_cast<int64_t>(e.src.size())] = ids.eos;
+      mask[i].narrow(0, 0, static_cast<int64_t>(e.src.size()) + 1).fill_(true);
+      tgt_in[i][1] = e.name;
+      tgt_out[i][0] = e.name;
+    }
+    torch::Tensor tgt_mask = torch::ones({b, 2}, torch::kBool);
+    torch::Tensor logits = model.forward(src, mask, tgt_in, tgt_mask);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), tgt_out.view(-1));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  model.eval();
+}
+
+models::ModelPtr copy_model(const std::string& kind, const std::string& extra) {
+  std::string text = "[model]\nkind = \"" + kind + "\"\nd_model = 32\nn_heads = 2\nd_ff = 64\nd_state = 8\n"
+                     "headdim = 16\ndropout = 0.0\n" + extra;
+  torch::manual_seed(11);
+  return models::build_model(core::parse_experiment(text, "copy.toml").model, kVocab);
+}
+
+// Share of held-out examples where the model's greedy output is the name, and
+// where the name's column of the first target row has the largest occlusion
+// importance; the mean ratio of that importance to the largest filler's.
+struct CopyCheck {
+  double accuracy = 0, name_is_max = 0, mean_ratio = 0;
+};
+
+CopyCheck check_copy(models::TranslationModel& model, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const data::SpecialIds ids;
+  CopyCheck r;
+  for (int i = 0; i < n; ++i) {
+    CopyExample e = copy_example(rng);
+    train::SentencePair pair{e.src, {e.name}};
+    // Greedy: is the first generated token the name?
+    std::vector<int64_t> s(e.src.begin(), e.src.end());
+    s.push_back(ids.eos);
+    torch::Tensor src = torch::tensor(s).view({1, -1});
+    models::SearchOptions so;
+    so.beam_size = 1;
+    auto hyp = models::greedy_search(model, src, torch::ones_like(src, torch::kBool), so);
+    if (!hyp[0].tokens.empty() && hyp[0].tokens[0] == e.name) r.accuracy += 1;
+    torch::Tensor occ = train::occlusion_importance(model, pair, ids, torch::kCPU, /*batch=*/3);
+    REQUIRE(occ.sizes() == torch::IntArrayRef({2, static_cast<int64_t>(e.src.size()) + 1}));
+    CHECK(occ.ge(0).all().item<bool>());
+    torch::Tensor row = occ[0];
+    const double name = row[static_cast<int64_t>(e.at)].item<double>();
+    double filler = 0;
+    for (size_t j = 0; j < e.src.size(); ++j)
+      if (j != e.at) filler = std::max(filler, row[static_cast<int64_t>(j)].item<double>());
+    if (name > filler) r.name_is_max += 1;
+    r.mean_ratio += name / std::max(filler, 1e-9);
+  }
+  r.accuracy /= n;
+  r.name_is_max /= n;
+  r.mean_ratio /= n;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("occlusion: the source name a model copies matters more than the unrelated words around it", "[slow]") {
+  struct Kind {
+    const char* kind;
+    const char* extra;
+    int steps;
+  };
+  for (const Kind& k : {Kind{"hybrid", "enc_layers = 2\ndec_layers = 2\ncross_attn_every = 1\n", 150},
+                        Kind{"mamba", "dec_layers = 2\n", 250}}) {
+    INFO(k.kind);
+    models::ModelPtr m = copy_model(k.kind, k.extra);
+    train_copy(*m, k.steps, 5);
+    CopyCheck r = check_copy(*m, 40, 99);
+    INFO("accuracy " << r.accuracy << ", name the most important " << r.name_is_max << ", mean ratio "
+                     << r.mean_ratio);
+    REQUIRE(r.accuracy >= 0.9);  // the model has learnt to copy the name
+    CHECK(r.name_is_max >= 0.9);
+    CHECK(r.mean_ratio > 2.0);
+    if (m->has_source_attention()) {
+      // The cross-attention of the row that emits the name: rows sum to 1.
+      std::mt19937 rng(3);
+      CopyExample e = copy_example(rng);
+      train::AttentionMaps a = train::attention_maps(*m, {e.src, {e.name}}, data::SpecialIds{}, torch::kCPU);
+      REQUIRE(a.layers == std::vector<std::string>{"decoder.0.cross", "decoder.1.cross"});
+      REQUIRE(a.weights.sizes() == torch::IntArrayRef({2, 2, 2, static_cast<int64_t>(e.src.size()) + 1}));
+      CHECK((a.weights.sum(-1) - 1).abs().max().item<double>() < 1e-5);
+      CHECK((a.mean().sum(-1) - 1).abs().max().item<double>() < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("attention maps are empty for a pure Mamba model and occlusion of an untrained model is finite") {
+  models::ModelPtr m = copy_model("mamba", "dec_layers = 2\n");
+  m->eval();
+  train::SentencePair pair{{15, 16, 7, 17}, {7, 20}};
+  CHECK(train::attention_maps(*m, pair, data::SpecialIds{}, torch::kCPU).empty());
+  torch::Tensor occ = train::occlusion_importance(*m, pair, data::SpecialIds{}, torch::kCPU);
+  REQUIRE(occ.sizes() == torch::IntArrayRef({3, 5}));
+  CHECK(torch::isfinite(occ).all().item<bool>());
+  CHECK(occ.gt(0).all().item<bool>());
+  // Batching the occluded copies changes nothing.
+  CHECK(torch::allclose(occ, train::occlusion_importance(*m, pair, data::SpecialIds{}, torch::kCPU, 2), 1e-5, 1e-6));
+  CHECK_THROWS_AS(train::parse_explain_method("gradients"), UsageError);
+}
+
+TEST_CASE("mambamt explain on tiny trained experiments: heatmaps, index.md, and no attention for pure Mamba",
+          "[slow]") {
+  TempDir tmp;
+  auto train_tiny = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> ov) {
+    ov.emplace_back("train.max_steps", "4");
+    train::RunOptions o;
+    o.exp_dir = tmp.path(name);
+    o.skip_evaluation = true;
+    o.shared_dir = tmp.path("shared");
+    REQUIRE(train::run_experiment(train_test::tiny_config(ov), o).state == core::RunState::completed);
+    return o.exp_dir;
+  };
+  const std::string hybrid = train_tiny("hybrid", {});
+  write_text(tmp.path("in.txt"), "ta ul pa en ta\n\nen ta ul <sep> pa ta\n");
+  const std::string out = tmp.path("maps");
+  CommandResult r = run_shell(mambamt_binary() + " explain --store " + hybrid + " --out " + out + " --heads < " +
+                              tmp.path("in.txt"));
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::Contains("line 2 is empty"));
+  for (const char* f : {"001_attention.svg", "001_occlusion.svg", "003_attention.svg", "003_occlusion.svg",
+                        "index.md"}) {
+    INFO(f);
+    CHECK(fs::exists(fs::path(out) / f));
+  }
+  CHECK_FALSE(fs::exists(fs::path(out) / "002_occlusion.svg"));
+  std::vector<std::string> heads;
+  for (auto& e : fs::directory_iterator(out))
+    if (e.path().filename().string().rfind("001_attention_decoder.", 0) == 0) heads.push_back(e.path().filename().string());
+  CHECK(heads.size() >= 2);  // one per layer and head (2 heads)
+  const std::string index = read_text(out + "/index.md");
+  CHECK_THAT(index, Catch::Contains("](001_attention.svg)") && Catch::Contains("](001_occlusion.svg)") &&
+                        Catch::Contains("## 3") && Catch::Contains("head 1"));
+  const std::string svg = read_text(out + "/001_occlusion.svg");
+  CHECK_THAT(svg, Catch::Contains("&lt;/s&gt;") && Catch::Contains("class=\"cell"));
+  // Every heatmap renders.
+  REQUIRE(run_shell("command -v rsvg-convert").code == 0);  // librsvg2-bin, installed by scripts/setup.sh
+  for (auto& e : fs::directory_iterator(out)) {
+    if (e.path().extension() != ".svg") continue;
+    INFO(e.path().string());
+    const std::string png = tmp.path("png/" + e.path().stem().string() + ".png");
+    fs::create_directories(tmp.path("png"));
+    CHECK(run_shell("rsvg-convert -o " + png + " " + e.path().string()).code == 0);
+    CHECK(fs::file_size(png) > 1000);
+  }
+
+  // A pure Mamba model: no attention weights to draw.
+  const std::string mamba = train_tiny("mamba", {{"model.kind", "\"mamba\""}});
+  CommandResult bad = run_shell("echo 'ta ul pa' | " + mambamt_binary() + " explain --store " + mamba +
+                                " --method attention --out " + tmp.path("m1"));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.output, Catch::Contains("`mamba`") && Catch::Contains("no attention layer over the source") &&
+                             Catch::Contains("--method occlusion"));
+  CHECK_FALSE(fs::exists(tmp.path("m1")));
+  CommandResult both = run_shell("echo 'ta ul pa' | " + mambamt_binary() + " explain --store " + mamba + " --out " +
+                                 tmp.path("m2"));
+  INFO(both.output);
+  CHECK(both.code == 0);
+  CHECK(fs::exists(tmp.path("m2/001_occlusion.svg")));
+  CHECK_FALSE(fs::exists(tmp.path("m2/001_attention.svg")));
+  CHECK_THAT(read_text(tmp.path("m2/index.md")), Catch::Contains("occlusion maps only"));
+  CommandResult usage = run_shell(mambamt_binary() + " explain --store " + mamba + " --method saliency < /dev/null");
+  CHECK(usage.code == 2);
+  CHECK(run_shell(mambamt_binary() + " explain < /dev/null").code == 2);
+}
