@@ -13,6 +13,8 @@
 //   summary.h5           every aggregated number (layout below)
 //   plots/*.svg          quality vs decoding speed (Pareto front), quality by length,
 //                        validation loss vs step, memory vs sequence length, one bar chart per axis
+//   plots/explain/*.svg  per model (variants and the base): attention and occlusion heatmaps of
+//                        the first short test sentences (results/explain/<k>/... of its store)
 //   tables.md            (md)   every table
 //   tables/<name>.csv    (csv)  one file per table, plus points.csv
 //   tables.tex           (tex)  a standalone LaTeX document (booktabs) with every table,

@@ -335,7 +335,8 @@ std::string latex_document(const SweepData& sweep, const std::map<std::string, s
 
 std::string report_markdown(const SweepData& sweep, const std::string& test_set,
                             const std::map<std::string, std::int64_t>& counts, const std::vector<ReportTable>& tables,
-                            const std::vector<PlotFile>& plots, const std::vector<std::string>& table_files) {
+                            const std::vector<PlotFile>& plots, const std::vector<std::string>& table_files,
+                            const std::vector<detail::ExplainPlot>& explain) {
   std::ostringstream md;
   md << "# Sweep `" << sweep.name << "`\n\n";
   md << "Collected " << utc_now() << " from `" << sweep.run_dir << "`"
@@ -394,6 +395,29 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
   if (!plots.empty()) {
     md << "## Plots\n\n";
     for (auto& p : plots) md << "### " << p.title << "\n\n![" << p.title << "](" << p.file << ")\n\n";
+  }
+
+  if (!explain.empty()) {
+    md << "## Where the models look in the source\n\n"
+       << "The first short test sentences of each model's first completed seed, translated by the model. "
+          "Rows: the translation's tokens; columns: the source tokens. **Attention**: softmax weights over the "
+          "source, averaged over the attention layers and heads (teacher-forced over the translation). "
+          "**Occlusion**: each source token replaced by padding in turn; a cell is the relative change "
+          "\u2016h(occluded) \u2212 h\u2016 / \u2016h\u2016 of the decoder's final hidden state "
+          "(available for every kind, pure Mamba included).\n\n";
+    std::string model;
+    for (auto& e : explain) {
+      if (e.model != model) {
+        model = e.model;
+        md << "### " << md_cell(model) << "\n\n";
+      }
+      md << "Sentence " << e.index + 1 << ": `" << md_cell(e.source) << "` \u2192 `" << md_cell(e.translation)
+         << "`\n\n| attention | occlusion |\n|---|---|\n| "
+         << (e.attention.empty() ? std::string("_no attention over the source_")
+                                 : "![attention](" + e.attention + ")")
+         << " | "
+         << (e.occlusion.empty() ? std::string("_not stored_") : "![occlusion](" + e.occlusion + ")") << " |\n\n";
+    }
   }
 
   std::vector<const SweepPoint*> open;
@@ -456,9 +480,14 @@ CollectReport collect(const CollectOptions& options, std::ostream& log) {
   };
 
   std::vector<PlotFile> plots;
+  std::vector<detail::ExplainPlot> explain;
   if (options.plots) {
     plots = detail::write_plots(view, tables, out.string(), log);
     for (auto& p : plots) report.files.push_back((out / p.file).string());
+    explain = detail::write_explain_plots(view, out.string(), log);
+    for (auto& e : explain)
+      for (const std::string* f : {&e.attention, &e.occlusion})
+        if (!f->empty()) report.files.push_back((out / *f).string());
   }
 
   std::vector<std::string> table_files;
@@ -496,7 +525,7 @@ CollectReport collect(const CollectOptions& options, std::ostream& log) {
 
   write_summary_h5((out / "summary.h5").string(), sweep, test_set, report.counts, tables, view);
   report.files.push_back((out / "summary.h5").string());
-  put("report.md", report_markdown(sweep, test_set, report.counts, tables, plots, table_files));
+  put("report.md", report_markdown(sweep, test_set, report.counts, tables, plots, table_files, explain));
 
   log << "collect: " << counts_line(report.counts) << "\n";
   log << "collect: wrote " << report.files.size() << " files to " << report.out_dir << "\n";

@@ -870,7 +870,9 @@ std::string render_heatmap(const Heatmap& hm) {
   const double missing_h = any_missing ? fs * 1.6 : 0;
   const double bottom_labels = 8 + xlw + 8 + (hm.x_axis_label.empty() ? 0 : fs * 1.3 + 4) + 8;
   double height = std::max(top + grid_h + bottom_labels, top + bar_h + missing_h + 16);
-  if (!L.title.empty()) width = std::max(width, svg::text_width(L.title, fs * 1.15) + 24);
+  // The title is bold (about 12% wider than text_width's regular estimate); a
+  // narrow matrix must not cut it off.
+  if (!L.title.empty()) width = std::max(width, svg::text_width(L.title, fs * 1.15) * 1.12 + 24);
   width = std::ceil(width);  // whole pixels, so renderers agree on the image size
   height = std::ceil(height);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "results/collector.h"
+#include "results/plot.h"
 
 namespace mambamt::results::detail {
 
@@ -100,6 +101,22 @@ struct PlotFile {
 // Draws every plot of the sweep into <out_dir>/plots/.
 std::vector<PlotFile> write_plots(const SweepView& view, const std::vector<ReportTable>& tables,
                                   const std::string& out_dir, std::ostream& log);
+
+// Heatmaps of where each model's translations look in the source
+// (results/explain/<k>/... of its first completed store that has them).
+struct ExplainPlot {
+  std::string model;        // the model's label
+  int index = 0;            // k of results/explain/<k>
+  std::string source, translation;  // texts, from the maps' token labels
+  std::string attention;    // plots/explain/<model>_<k+1>_attention.svg; "" when the model has none
+  std::string occlusion;    // plots/explain/<model>_<k+1>_occlusion.svg; "" when not stored
+};
+// Draws them into <out_dir>/plots/explain/ (up to three sentences per model).
+std::vector<ExplainPlot> write_explain_plots(const SweepView& view, const std::string& out_dir, std::ostream& log);
+// A heatmap of a stored map: rows (target tokens) down, columns (source tokens) across, from 0.
+Heatmap explain_heatmap(const core::ResultTable& table, const std::string& title, const std::string& colorbar);
+// Text of sentencepiece pieces (word starts U+2581 -> spaces, specials dropped).
+std::string tokens_text(const std::vector<std::string>& pieces);
 
 // A name usable as a file stem and an HDF5 link name.
 std::string file_stem(const std::string& name);

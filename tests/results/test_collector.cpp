@@ -24,6 +24,7 @@
 #include "results/collector.h"
 #include "results/json.h"
 #include "results/report_table.h"
+#include "results/svg.h"
 #include "test_support.h"
 
 using namespace mambamt;
@@ -82,6 +83,8 @@ struct Results {
   std::vector<double> by_length;  // BLEU of 1-16, 17-32, 33+ (empty: no table)
   bool long_bucket = true;        // the 33+ row exists
   double valid_offset = 0;        // valid_loss curve = 5 - step/50 + offset
+  int explain = 0;                // results/explain/<k>/occlusion for k < explain
+  bool explain_attention = false; // and results/explain/<k>/attention
 };
 
 struct Point {
@@ -138,6 +141,21 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
                       table({"128", "256", "512", "1024"}, {"train_memory_mb", "decode_state_mb"},
                             {r.memory / 4, r.params / 1e6, r.memory / 2, r.params / 1e6 * 1.5, r.memory, r.params / 1e6 * 2,
                              r.memory * 2, r.params / 1e6 * 3}));
+    }
+    // Heatmaps of explained sentences: target pieces down, source pieces across
+    // (a repeated label, a special token and a character to escape included).
+    for (int k = 0; k < r.explain; ++k) {
+      const std::vector<std::string> src = {"\u2581Ta", "\u2581ul", "\u2581pa", "\u2581ul", "\u2581<&>", "</s>"};
+      const std::vector<std::string> tgt = {"\u2581Zor", "ek", "\u2581ul", "</s>"};
+      std::vector<double> occ, att;
+      for (size_t t = 0; t < tgt.size(); ++t)
+        for (size_t j = 0; j < src.size(); ++j) {
+          occ.push_back(t == j ? 0.5 + 0.1 * k : 0.05 * static_cast<double>(j));
+          att.push_back(t == j ? 0.75 : 0.05);
+        }
+      const std::string prefix = "explain/" + std::to_string(k) + "/";
+      store.set_table(prefix + "occlusion", table(tgt, src, occ));
+      if (r.explain_attention) store.set_table(prefix + "attention", table(tgt, src, att));
     }
   }
   store.commit();
@@ -221,6 +239,8 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
           r.recall = 0.6;
           r.comet_written = true;
           r.comet = 0.81;
+          r.explain = 3;
+          r.explain_attention = true;
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.125/64/2") {
           Results r = res(32, 220, 1100, 600, 2e6);
@@ -253,7 +273,9 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
     auto [p2, c2] = make("transformer", "", "", 2);
     write_store(f.run, p2, c2, "completed", res(29, 100, 2000, 1000, 3e6));
     auto [p3, c3] = make("mamba", "", "", 1);
-    write_store(f.run, p3, c3, "completed", res(25, 250, 2500, 400, 2.5e6));
+    Results mamba = res(25, 250, 2500, 400, 2.5e6);
+    mamba.explain = 2;  // occlusion only: a pure Mamba has no attention over the source
+    write_store(f.run, p3, c3, "completed", mamba);
     auto [p4, c4] = make("mamba", "", "", 2);
     write_store(f.run, p4, c4, "pending", Results{});
   }
@@ -699,6 +721,57 @@ TEST_CASE("collector: every plot renders to a PNG that is not blank", "[results]
     fs::create_directories(fs::path(keep) / "plots");
     for (auto& e : fs::directory_iterator(pngs.path()))
       fs::copy_file(e.path(), fs::path(keep) / "plots" / e.path().filename(), fs::copy_options::overwrite_existing);
+  }
+}
+
+TEST_CASE("collector: attention and occlusion heatmaps of each model, side by side in report.md",
+          "[results][collector]") {
+  const Collected* c = shared_collect();
+  const std::string md = slurp(c->out / "report.md");
+  const size_t at = md.find("## Where the models look in the source");
+  REQUIRE(at != std::string::npos);
+  CHECK(md.find("## Plots") < at);
+  CHECK(at < md.find("## Points not completed"));
+  // The base hybrid: three sentences with both maps; mamba: two, occlusion only;
+  // the transformer stored none.
+  CHECK(count_of(md, "](plots/explain/base_") == 6);
+  CHECK(count_of(md, "](plots/explain/mamba_") == 2);
+  CHECK(count_of(md, "plots/explain/transformer") == 0);
+  CHECK(md.find("![attention](plots/explain/base_1_attention.svg) | ![occlusion](plots/explain/base_1_occlusion.svg)") !=
+        std::string::npos);
+  CHECK(md.find("_no attention over the source_ | ![occlusion](plots/explain/mamba_2_occlusion.svg)") !=
+        std::string::npos);
+  CHECK(md.find("Sentence 1: `Ta ul pa ul <&>` \u2192 `Zorek ul`") != std::string::npos);
+  std::vector<fs::path> svgs;
+  for (auto& e : fs::directory_iterator(c->out / "plots" / "explain")) svgs.push_back(e.path());
+  std::sort(svgs.begin(), svgs.end());
+  std::vector<std::string> names;
+  for (auto& p : svgs) names.push_back(p.filename().string());
+  CHECK(names == std::vector<std::string>{"base_1_attention.svg", "base_1_occlusion.svg", "base_2_attention.svg",
+                                          "base_2_occlusion.svg", "base_3_attention.svg", "base_3_occlusion.svg",
+                                          "mamba_1_occlusion.svg", "mamba_2_occlusion.svg"});
+  for (auto& f : names) CHECK(std::count(c->report.files.begin(), c->report.files.end(),
+                                         (c->out / "plots" / "explain" / f).string()) == 1);
+  const std::string occ = slurp(c->out / "plots" / "explain" / "base_1_occlusion.svg");
+  CHECK(count_of(occ, "class=\"cell\"") == 24);
+  CHECK(occ.find(">\u2581&lt;&amp;&gt;<") != std::string::npos);
+  CHECK(occ.find("hybrid (base): occlusion importance") != std::string::npos);
+  REQUIRE(have_rsvg_convert());
+  TempDir pngs;
+  for (auto& svg : svgs) {
+    INFO(svg.filename().string());
+    REQUIRE(xml_problem(slurp(svg)) == "");
+    const fs::path png = pngs.path() / fs::path(svg).filename().replace_extension(".png");
+    REQUIRE(render_png(svg.string(), png.string()) == 0);
+    const PngHeader h = read_png_header(png.string());
+    REQUIRE(h.valid);
+    CHECK(h.width >= 150);
+    CHECK(h.height >= 150);
+    if (auto img = decode_png(png.string())) {
+      CHECK(img->count_color(svg::viridis(1.0), 20) > 50);  // the diagonal's maxima
+      const double drawn = double(img->count_non_white()) / (double(img->width) * img->height);
+      CHECK(drawn > 0.05);
+    }
   }
 }
 
