@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <list>
+#include <memory>
 #include <iomanip>
 #include <map>
 #include <set>
@@ -200,6 +202,13 @@ struct Leader {
   double alive_to = 0;
 };
 
+// An experiment sent without blocking: the buffer lives until MPI is done with it.
+struct PendingSend {
+  int rank = 0;
+  std::unique_ptr<std::string> text;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
 class Coordinator {
  public:
   Coordinator(const SweepOptions& opt, const ExpandedGrid& grid, const RunDirectory& dir, std::deque<size_t> queue,
@@ -211,6 +220,10 @@ class Coordinator {
       l.rank = r;
       leaders_[r] = l;
     }
+  }
+
+  ~Coordinator() {
+    for (auto& s : sends_) abandon(s);
   }
 
   SweepSummary run() {
@@ -250,9 +263,18 @@ class Coordinator {
         last_refresh = now();
       }
       dispatch();
+      reap_sends();
       if (busy_count() == 0 && (queue_.empty() || stopping_)) break;
       if (!progressed) nap();
     }
+    // Every leader that answered has taken its experiment; a lost one may never.
+    for (auto& s : sends_) {
+      if (leaders_.at(s.rank).lost)
+        abandon(s);
+      else
+        MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+    }
+    sends_.clear();
     for (auto& [r, l] : leaders_) {
       if (l.lost) continue;
       send_text(r, kStop, "");
@@ -319,7 +341,13 @@ class Coordinator {
         }
         Assignment a{p.id, p.name, opt_.retry_failed && retried_.insert(i).second, p.config->canonical()};
         double t = now();
-        send_text(r, kRun, encode(a));
+        // Not MPI_Send: with more ranks than cores (mpi_yield_when_idle) a
+        // blocking send gives up the CPU while it completes, and the next
+        // free leader of a burst (the start of the sweep) waits for each one.
+        PendingSend& s = sends_.emplace_back();
+        s.rank = r;
+        s.text = std::make_unique<std::string>(encode(a));
+        MPI_Isend(s.text->data(), static_cast<int>(s.text->size()), MPI_CHAR, r, kRun, MPI_COMM_WORLD, &s.request);
         summary_.dispatch_ms.push_back((t - l.idle_since) * 1000.0);
         l.busy = true;
         l.point = i;
@@ -407,6 +435,22 @@ class Coordinator {
         log("warning: the claim on " + describe(l.point) + " was taken over by another job");
   }
 
+  void reap_sends() {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+  }
+
+  // A send that may never be received (lost leader, coordinator error): MPI
+  // may still read its buffer, so the buffer is left to it (a few KB, once).
+  static void abandon(PendingSend& s) {
+    if (s.request == MPI_REQUEST_NULL) return;
+    MPI_Request_free(&s.request);
+    (void)s.text.release();
+  }
+
   static std::string format_seconds(double s) {
     std::ostringstream o;
     o << std::fixed << std::setprecision(s < 10 ? 2 : 1) << s << " s";
@@ -422,6 +466,7 @@ class Coordinator {
   std::set<size_t> retried_;
   ClaimOwner me_;
   bool stopping_ = false;
+  std::list<PendingSend> sends_;  // experiments sent, not yet known to be delivered
 };
 
 // A failed store for a point the config rejects, so it shows up with its error.
