@@ -3,6 +3,7 @@
 #include "bench/data_bench.h"
 #include "bench/decode_bench.h"
 #include "bench/kernels_bench.h"
+#include "bench/orchestrator_bench.h"
 #include "bench/train_bench.h"
 
 namespace mambamt::bench {
@@ -13,6 +14,7 @@ const std::vector<Benchmark>& all() {
       {"data", kDataBenchHelp, run_data_bench},
       {"decode", kDecodeBenchHelp, run_decode_bench},
       {"kernels", kKernelsBenchHelp, run_kernels_bench},
+      {"orchestrator", kOrchestratorBenchHelp, run_orchestrator_bench},
       {"train", kTrainBenchHelp, run_train_bench},
   };
   return list;
