@@ -1,5 +1,7 @@
 #include "train/memory.h"
 
+#include <malloc.h>
+
 #include <fstream>
 #include <string>
 
@@ -55,6 +57,15 @@ void reset_cuda_peak(const torch::Device& device) {
 #ifdef MAMBAMT_WITH_CUDA
   if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
 #endif
+}
+
+void start_peak_measurement(const torch::Device& device) {
+  if (device.is_cuda()) {
+    reset_cuda_peak(device);
+    return;
+  }
+  ::malloc_trim(0);
+  reset_peak_rss();
 }
 
 double device_memory_mb(const torch::Device& device) { return device.is_cuda() ? cuda_peak_mb(device) : rss_mb(); }

@@ -17,6 +17,12 @@ bool reset_peak_rss();
 double cuda_peak_mb(const torch::Device& device);
 void reset_cuda_peak(const torch::Device& device);
 
+// Starts a peak measurement for one experiment: on CPU returns freed heap
+// to the system (malloc_trim) and resets the peak RSS, so a worker process
+// that ran other experiments before does not report their high-water mark;
+// on CUDA resets the allocator's peak.
+void start_peak_measurement(const torch::Device& device);
+
 // What the memory_mb metric reports: CUDA peak allocated on a GPU, CPU RSS otherwise.
 double device_memory_mb(const torch::Device& device);
 

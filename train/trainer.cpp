@@ -630,6 +630,8 @@ struct Trainer::Impl {
 
   TrainOutcome train() {
     attempt_first_step = step;
+    // This attempt's peak, not the worker process's earlier experiments'.
+    start_peak_measurement(device);
     const int64_t total = planned_steps();
     if (step == 0) spdlog::info("training: {} parameters, {} steps planned, {} batches per epoch per rank",
                                 model->parameter_count(), total, sampler->steps_per_epoch());
