@@ -451,7 +451,12 @@ void read_section(const Section& sec, const toml::table& tbl, void* target, Cont
 // 16+16 x 768 ~200M, large ~400M; small and large are narrower/shallower than
 // the table's 6 x 384 and 24 x 1024, which come out at 29M and 486M with the
 // Bi-Mamba encoder); transformer, mamba and decoder_only match their counts.
-// `tiny` is for tests and the demo sweep on 2 CPU cores.
+// retnet base is the SSM-for-MT paper's RetNet (its Table 5: 12 layers, 4
+// heads, d 512, FFN 1024, untied input and output embeddings: 77M); rnnsearch
+// keeps Bahdanau et al.'s 1000-unit GRUs and alignment model with 512-wide
+// embeddings instead of 620 (89M with three untied 32k tables) to match the
+// other base presets; both keep RetNet's and the paper's untied tables at
+// every size. `tiny` is for tests and the demo sweep on 2 CPU cores.
 const char* preset_text(const std::string& kind, const std::string& preset) {
   struct Row {
     const char* kind;
@@ -479,6 +484,16 @@ const char* preset_text(const std::string& kind, const std::string& preset) {
       {"decoder_only", "base", "d_model = 576\ndec_layers = 24\nn_heads = 9\nd_ff = 2304\nd_state = 64\nheaddim = 64"},
       {"decoder_only", "medium", "d_model = 832\ndec_layers = 32\nn_heads = 13\nd_ff = 3328\nd_state = 128\nheaddim = 64"},
       {"decoder_only", "large", "d_model = 1024\ndec_layers = 48\nn_heads = 16\nd_ff = 4096\nd_state = 128\nheaddim = 64"},
+      {"retnet", "tiny", "d_model = 64\ndec_layers = 4\nn_heads = 2\nd_ff = 128\ntie_embeddings = false"},
+      {"retnet", "small", "d_model = 256\ndec_layers = 10\nn_heads = 4\nd_ff = 512\ntie_embeddings = false"},
+      {"retnet", "base", "d_model = 512\ndec_layers = 12\nn_heads = 4\nd_ff = 1024\ntie_embeddings = false"},
+      {"retnet", "medium", "d_model = 768\ndec_layers = 18\nn_heads = 6\nd_ff = 1536\ntie_embeddings = false"},
+      {"retnet", "large", "d_model = 1024\ndec_layers = 23\nn_heads = 8\nd_ff = 2048\ntie_embeddings = false"},
+      {"rnnsearch", "tiny", "d_model = 64\nd_ff = 64\nenc_layers = 1\ndec_layers = 1\ntie_embeddings = false"},
+      {"rnnsearch", "small", "d_model = 192\nd_ff = 512\nenc_layers = 1\ndec_layers = 1\ntie_embeddings = false"},
+      {"rnnsearch", "base", "d_model = 512\nd_ff = 1000\nenc_layers = 1\ndec_layers = 1\ntie_embeddings = false"},
+      {"rnnsearch", "medium", "d_model = 1024\nd_ff = 2000\nenc_layers = 1\ndec_layers = 1\ntie_embeddings = false"},
+      {"rnnsearch", "large", "d_model = 1280\nd_ff = 3200\nenc_layers = 1\ndec_layers = 1\ntie_embeddings = false"},
   };
   for (auto& r : rows)
     if (kind == r.kind && preset == r.preset) return r.toml;
@@ -487,7 +502,9 @@ const char* preset_text(const std::string& kind, const std::string& preset) {
 
 // ---------------------------------------------------------------- cross-field checks
 
-bool is_encoder_decoder(const std::string& kind) { return kind == "hybrid" || kind == "transformer"; }
+bool is_encoder_decoder(const std::string& kind) {
+  return kind == "hybrid" || kind == "transformer" || kind == "rnnsearch";
+}
 
 void validate(ExperimentConfig& c, const std::string& source) {
   auto where = [&](const std::string& key) {
@@ -502,6 +519,20 @@ void validate(ExperimentConfig& c, const std::string& source) {
     fail(where(*keys.begin()), msg);
   };
   auto& m = c.model;
+
+  // Kinds with a fixed layer structure take no explicit plans.
+  if ((m.kind == "retnet" || m.kind == "rnnsearch") && (!m.enc_plan.empty() || !m.dec_plan.empty()))
+    fail_on({"model.enc_plan", "model.dec_plan"},
+            "kind " + m.kind + " has a fixed plan (" +
+                (m.kind == "retnet" ? "retention + MLP in every layer" : "bidirectional GRU encoder, one GRU decoder") +
+                "); explicit plans are for hybrid, mamba and decoder_only");
+  // rnnsearch has one decoder GRU; the resolved config says so.
+  if (m.kind == "rnnsearch") {
+    if (m.dec_layers != 1 && c.places.count("model.dec_layers"))
+      fail_on({"model.dec_layers"}, "model.dec_layers = " + std::to_string(m.dec_layers) +
+                                        ": kind rnnsearch has one decoder GRU (use enc_layers for a deeper encoder)");
+    m.dec_layers = 1;
+  }
 
   // Explicit plans set the layer counts.
   if (!m.enc_plan.empty()) {
@@ -518,15 +549,17 @@ void validate(ExperimentConfig& c, const std::string& source) {
   }
 
   bool enc_dec = is_encoder_decoder(m.kind);
+  // Encoder-decoder kinds whose decoder is a stack with cross-attention layers.
+  bool cross_stacks = enc_dec && m.kind != "rnnsearch";
   if (enc_dec && m.enc_layers < 1)
     fail_on({"model.enc_layers", "model.kind"}, "model.enc_layers = 0: kind " + m.kind + " needs an encoder");
   if (!enc_dec && !m.enc_plan.empty())
     fail_on({"model.enc_plan"}, "model.enc_plan: kind " + m.kind + " is decoder-only and has no encoder");
   // A default (or preset) cross_attn_every larger than a small decoder means
   // "only after the last layer"; an explicit one is a mistake worth naming.
-  if (enc_dec && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers && !c.places.count("model.cross_attn_every"))
+  if (cross_stacks && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers && !c.places.count("model.cross_attn_every"))
     m.cross_attn_every = m.dec_layers;
-  if (enc_dec && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers)
+  if (cross_stacks && m.dec_plan.empty() && m.cross_attn_every > m.dec_layers)
     fail_on({"model.cross_attn_every", "model.dec_layers"},
             "model.cross_attn_every = " + std::to_string(m.cross_attn_every) + " exceeds model.dec_layers = " +
                 std::to_string(m.dec_layers) + ": the decoder would have no cross-attention");
@@ -555,10 +588,14 @@ void validate(ExperimentConfig& c, const std::string& source) {
   if (m.kind == "decoder_only" && m.dec_plan.empty() && m.attention_ratio <= 0)
     fail_on({"model.attention_ratio", "model.kind"}, "model.attention_ratio = 0: kind decoder_only needs attention layers (use kind mamba for none)");
 
-  bool has_mamba = m.kind != "transformer";
-  if (m.d_model % m.n_heads != 0)
+  bool has_mamba = m.kind == "hybrid" || m.kind == "mamba" || m.kind == "decoder_only";
+  if (m.kind != "rnnsearch" && m.d_model % m.n_heads != 0)
     fail_on({"model.n_heads", "model.d_model"}, "model.d_model = " + std::to_string(m.d_model) +
                                                      " is not divisible by model.n_heads = " + std::to_string(m.n_heads));
+  if (m.kind == "retnet" && (m.d_model / m.n_heads) % 2 != 0)
+    fail_on({"model.n_heads", "model.d_model"},
+            "model.d_model / model.n_heads = " + std::to_string(m.d_model / m.n_heads) +
+                ": retention rotates pairs of key dimensions and needs an even width per head");
   if (has_mamba && m.mamba_version == 2) {
     int64_t inner = m.expand * m.d_model;
     if (inner % m.headdim != 0)

@@ -8,15 +8,15 @@
 
 // clang-format off
 #define MAMBAMT_MODEL_FIELDS(X) \
-  X(kind, std::string, "hybrid", one_of({"hybrid", "transformer", "mamba", "decoder_only"}), \
-    "Model kind: hybrid (Bi-Mamba/attention encoder, Mamba/attention decoder with cross-attention), transformer (encoder-decoder baseline), mamba (decoder-only over `source <sep> target`, no attention), decoder_only (the same framing with attention layers: Transformer++, Mamba-MHA, Mamba-Local).") \
+  X(kind, std::string, "hybrid", one_of({"hybrid", "transformer", "mamba", "decoder_only", "retnet", "rnnsearch"}), \
+    "Model kind: hybrid (Bi-Mamba/attention encoder, Mamba/attention decoder with cross-attention), transformer (encoder-decoder baseline), mamba (decoder-only over `source <sep> target`, no attention), decoder_only (the same framing with attention layers: Transformer++, Mamba-MHA, Mamba-Local), retnet (the same framing with multi-scale retention + MLP in every layer: RetNet), rnnsearch (Bahdanau et al. 2015: bidirectional GRU encoder, GRU decoder with additive attention and a maxout output; d_model = embedding size, d_ff = GRU and alignment hidden size, enc_layers = stacked bidirectional GRU layers, one decoder GRU).") \
   X(preset, std::string, "none", one_of({"none", "tiny", "small", "base", "medium", "large"}), \
     "Size preset: sets d_model, layer counts, heads, d_ff and d_state for the kind (tiny is for tests and the demo). Keys set explicitly override the preset.") \
-  X(d_model, int64_t, 384, range(8, 65536), "Model width.") \
-  X(enc_layers, int64_t, 6, range(0, 1024), "Encoder layers (encoder-decoder kinds).") \
-  X(dec_layers, int64_t, 6, range(1, 1024), "Decoder layers (all the layers of decoder-only kinds).") \
-  X(n_heads, int64_t, 6, range(1, 1024), "Attention heads; d_model must be divisible by it.") \
-  X(d_ff, int64_t, 1536, range(1, 1 << 20), "Hidden width of the MLPs.") \
+  X(d_model, int64_t, 384, range(8, 65536), "Model width (rnnsearch: word embedding size, also its maxout output width).") \
+  X(enc_layers, int64_t, 6, range(0, 1024), "Encoder layers (encoder-decoder kinds; rnnsearch: stacked bidirectional GRU layers, 1 in the paper).") \
+  X(dec_layers, int64_t, 6, range(1, 1024), "Decoder layers (all the layers of decoder-only kinds; rnnsearch has one decoder GRU: 1, set when not given).") \
+  X(n_heads, int64_t, 6, range(1, 1024), "Attention heads (retnet: retention heads, each with decay 1 - 2^(-5-h)); d_model must be divisible by it. Unused by rnnsearch.") \
+  X(d_ff, int64_t, 1536, range(1, 1 << 20), "Hidden width of the MLPs (rnnsearch: hidden units of every GRU and of the alignment model).") \
   X(mlp, std::string, "swiglu", one_of({"swiglu", "relu"}), "MLP type of attention layers (and of Mamba layers when mamba_mlp is set).") \
   X(mamba_mlp, bool, false, any(), "Add an MLP after every Mamba block (off: Mamba-2 replaces both attention and MLP, as in the research plan).") \
   X(attention_ratio, double, 0.125, range(0.0, 1.0), \

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "models/model.h"
+#include "models/registry.h"
 #include "models/stack.h"
 
 namespace mambamt::models {
@@ -67,6 +68,9 @@ namespace {
 
 bool is_attention(const std::string& mixer) { return mixer == "attention" || mixer == "local_attention"; }
 
+// Kinds whose layers include Mamba blocks (what the Mamba keys configure).
+bool has_mamba(const std::string& kind) { return kind == "hybrid" || kind == "mamba" || kind == "decoder_only"; }
+
 // The layers of a derived (not explicit) stack: attention at the placement, `other` elsewhere.
 std::vector<LayerSpec> derived(const core::ModelConfig& c, int64_t n, const std::string& other) {
   std::vector<LayerSpec> out(static_cast<size_t>(n));
@@ -96,7 +100,7 @@ std::vector<LayerSpec> explicit_plan(const core::ModelConfig& c, const std::vect
 
 void check_plan(const core::ModelConfig& c, const Plan& p) {
   const int64_t cs = c.chunk_size;
-  if (c.kind != "transformer" && c.mamba_version == 2 && (cs < 16 || cs > 256 || (cs & (cs - 1)) != 0))
+  if (has_mamba(c.kind) && c.mamba_version == 2 && (cs < 16 || cs > 256 || (cs & (cs - 1)) != 0))
     throw InputError("model.chunk_size = " + std::to_string(cs) + ": the SSD kernel needs a power of two in 16..256");
   for (const auto* stack : {&p.encoder, &p.decoder})
     for (const LayerSpec& s : *stack)
@@ -132,6 +136,13 @@ Plan make_plan(const core::ModelConfig& c) {
   } else if (c.kind == "decoder_only") {
     p.decoder_only = true;
     p.decoder = c.dec_plan.empty() ? derived(c, c.dec_layers, "mamba") : explicit_plan(c, c.dec_plan);
+  } else if (c.kind == "retnet") {
+    p.decoder_only = true;
+    for (int64_t i = 0; i < c.dec_layers; ++i) p.decoder.push_back(LayerSpec{"retention", false, true});
+  } else if (c.kind == "rnnsearch") {
+    // Descriptive only: rnnsearch is not built from stacks (models/rnnsearch.h).
+    for (int64_t i = 0; i < c.enc_layers; ++i) p.encoder.push_back(LayerSpec{"bigru", false, false});
+    p.decoder.push_back(LayerSpec{"gru", true, false});
   } else {
     throw InputError("model.kind = \"" + c.kind + "\": no layer plan for this kind");
   }
@@ -228,18 +239,27 @@ void stack_lines(std::ostringstream& out, const char* name, const std::vector<La
       << with_commas(sc.final_norm) << "\n";
 }
 
+// The registered kind of a config, when it counts and reports itself.
+const ModelKind* self_counting(const std::string& kind) {
+  for (const ModelKind& k : model_kinds())
+    if (k.name == kind && k.count && k.report) return &k;
+  return nullptr;
+}
+
 }  // namespace
 
 int64_t count_parameters(const core::ModelConfig& config, int64_t vocab_size) {
+  if (const ModelKind* k = self_counting(config.kind)) return k->count(config, vocab_size);
   return count_model(config, vocab_size).total();
 }
 
 std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {
+  if (const ModelKind* k = self_counting(c.kind)) return k->report(c, vocab_size);
   ModelCount m = count_model(c, vocab_size);
   std::ostringstream out;
   out << "model: kind " << c.kind << (c.preset != "none" ? ", preset " + c.preset : std::string()) << ", d_model "
       << c.d_model << ", " << c.n_heads << " heads, d_ff " << c.d_ff << " (" << c.mlp << ")";
-  if (c.kind != "transformer")
+  if (has_mamba(c.kind))
     out << ", Mamba-" << c.mamba_version << " (d_state " << c.d_state << ", expand " << c.expand << ", d_conv "
         << c.d_conv << (c.mamba_version == 2 ? ", headdim " + std::to_string(c.headdim) + ", ngroups " +
                                                    std::to_string(c.ngroups)
@@ -253,6 +273,9 @@ std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {
     out << "cross-attention: " << c.cross_attn << (c.kind == "hybrid" ? ", every " + std::to_string(c.cross_attn_every) + " decoder layers" : std::string(", every decoder layer"))
         << "\n";
   if (c.dense_connections > 0) out << "dense hidden connections: " << c.dense_connections << " previous layers\n";
+  if (c.kind == "retnet")
+    out << "retention: " << c.n_heads << " heads, key width " << c.d_model / c.n_heads << ", value width "
+        << 2 * c.d_model / c.n_heads << ", decays 1 - 2^(-5-h)\n";
   if (m.plan.decoder_only) out << "decoder-only over source <boundary> target\n";
   if (!m.plan.encoder.empty()) stack_lines(out, "encoder", m.plan.encoder, m.encoder);
   stack_lines(out, m.plan.decoder_only ? "stack" : "decoder", m.plan.decoder, m.decoder);

@@ -15,7 +15,9 @@ namespace mambamt::models {
 struct LayerSpec {
   // Mixer kind, a name of the mixer registry (models/stack.h): "bimamba",
   // "mamba", "attention" (bidirectional in the encoder, causal in decoders),
-  // "local_attention" (sliding window of model.attn_window tokens).
+  // "local_attention" (sliding window of model.attn_window tokens),
+  // "retention" (retnet). rnnsearch's plan only describes its layers
+  // ("bigru", "gru"): it is not built from stacks (models/rnnsearch.h).
   std::string mixer;
   bool cross = false;  // cross-attention to the encoder output after the mixer
   bool mlp = false;    // an MLP after the mixer (and the cross-attention)
@@ -28,7 +30,7 @@ struct LayerSpec {
 std::ostream& operator<<(std::ostream& out, const LayerSpec& spec);  // its name()
 
 struct Plan {
-  bool decoder_only = false;      // mamba / decoder_only: one stack over source + target
+  bool decoder_only = false;      // mamba / decoder_only / retnet: one stack over source + target
   std::vector<LayerSpec> encoder;  // empty for decoder-only kinds
   std::vector<LayerSpec> decoder;  // the decoder, or the single stack of decoder-only kinds
 };

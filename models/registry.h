@@ -14,6 +14,11 @@ struct ModelKind {
   std::string name;         // model.kind
   std::string description;  // one line, for `mambamt plan` and errors
   std::function<ModelPtr(const core::ModelConfig&, const ModelContext&)> build;
+  // Kinds not built from stacks count and report their own parameters
+  // (count_parameters / plan_report of models/plan.h use these when both are
+  // set); empty for the kinds whose plan's stacks are counted layer by layer.
+  std::function<int64_t(const core::ModelConfig&, int64_t vocab_size)> count;
+  std::function<std::string(const core::ModelConfig&, int64_t vocab_size)> report;
 };
 
 // Every kind, in the order of model.kind's documentation.

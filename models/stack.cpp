@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "models/detail/init.h"
+#include "models/retnet.h"
 
 namespace mambamt::models {
 
@@ -25,6 +26,14 @@ const std::vector<MixerKind>& mixer_kinds() {
          AttentionOptions a = o.attention;
          a.causal(o.causal).window(o.local_attention_window);
          return std::make_shared<AttentionImpl>(a);
+       }},
+      {"retention", "RetNet multi-scale retention (causal; decay 1 - 2^(-5-h) per head, rotation, group norm, "
+                    "swish gate; models/retnet.h)",
+       [](const StackOptions& o) -> MixerPtr {
+         return std::make_shared<RetentionImpl>(RetentionOptions(o.d_model, o.attention.n_heads())
+                                                    .rope_base(o.attention.rope_base())
+                                                    .norm_eps(o.norm_eps)
+                                                    .init_std(o.init_std));
        }},
   };
   return kinds;

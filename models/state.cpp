@@ -27,6 +27,7 @@ void InferenceState::reorder(const torch::Tensor& index, bool same_sources) {
     l.self.k = pick(l.self.k, idx);
     l.self.v = pick(l.self.v, idx);
     l.self.valid = pick(l.self.valid, idx);
+    l.recurrent = pick(l.recurrent, idx);
     if (!same_sources) {
       l.cross.k = pick(l.cross.k, idx);
       l.cross.v = pick(l.cross.v, idx);
@@ -42,6 +43,7 @@ StateBytes InferenceState::bytes() const {
   StateBytes b;
   for (const LayerState& l : layers) {
     b.mamba += nbytes(l.mamba.conv) + nbytes(l.mamba.ssm);
+    b.recurrent += nbytes(l.recurrent);
     if (l.self.k.defined()) {
       const int64_t cap = l.self.capacity();
       const int64_t used = l.self.filled();
@@ -50,7 +52,7 @@ StateBytes InferenceState::bytes() const {
     }
     b.cross_kv += nbytes(l.cross.k) + nbytes(l.cross.v) + nbytes(l.cross.mask);
   }
-  b.allocated += b.mamba + b.cross_kv;
+  b.allocated += b.mamba + b.recurrent + b.cross_kv;
   return b;
 }
 

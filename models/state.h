@@ -1,7 +1,7 @@
 #pragma once
 // The inference state of a batch being decoded: per decoder layer the Mamba
-// conv and SSM states or the self-attention KV cache, plus the cross-attention
-// K/V computed once from the source. Every tensor is batch-major, so beam
+// conv and SSM states, the self-attention KV cache or another recurrent state
+// (retention, GRU), plus the cross-attention K/V computed once from the source. Every tensor is batch-major, so beam
 // search reorders all of them with one index.
 #include <torch/torch.h>
 
@@ -44,6 +44,12 @@ struct LayerState {
   MambaState mamba;
   KvCache self;
   CrossKv cross;
+  // The recurrent state of layers that are neither Mamba nor attention:
+  // retention (B, H, Dk, Dv) float32 (float64 for float64 models;
+  // models/retnet.h), the rnnsearch decoder GRU's hidden state (B, n)
+  // (models/rnnsearch.h, which keeps its annotations and their key projection
+  // in `cross`).
+  torch::Tensor recurrent;
 };
 
 // Bytes of the state, by kind (what `mambamt bench decode` reports).
@@ -51,9 +57,10 @@ struct StateBytes {
   int64_t kv_cache = 0;     // self-attention K/V of the filled columns
   int64_t cross_kv = 0;     // cross-attention K/V of the source
   int64_t mamba = 0;        // Mamba conv + SSM states
+  int64_t recurrent = 0;    // retention / GRU states (LayerState::recurrent)
   int64_t allocated = 0;    // everything allocated, including unused KV capacity
-  int64_t decoder_state() const { return kv_cache + mamba; }
-  int64_t total() const { return kv_cache + cross_kv + mamba; }
+  int64_t decoder_state() const { return kv_cache + mamba + recurrent; }
+  int64_t total() const { return kv_cache + cross_kv + mamba + recurrent; }
 };
 
 class InferenceState {

@@ -134,7 +134,7 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
   }
   SECTION("a string out of its choices") {
     CHECK(error_of("[model]\nkind = \"hybird\"\n") ==
-          "x.toml:2:1: model.kind = \"hybird\": must be one of hybrid, transformer, mamba, decoder_only "
+          "x.toml:2:1: model.kind = \"hybird\": must be one of hybrid, transformer, mamba, decoder_only, retnet, rnnsearch "
           "(did you mean \"hybrid\"?)");
     CHECK(error_of("[model]\ndec_plan = [\"mamba\", \"atention+cross\"]\n").find(
               "x.toml:2:1: model.dec_plan = [\"mamba\", \"atention+cross\"]: must be one of") == 0);
@@ -273,7 +273,7 @@ TEST_CASE("config_value_text gives canonical values by dotted key", "[core][conf
 }
 
 TEST_CASE("the canonical form of every kind and preset reads back", "[core][config]") {
-  for (const char* kind : {"hybrid", "transformer", "mamba", "decoder_only"})
+  for (const char* kind : {"hybrid", "transformer", "mamba", "decoder_only", "retnet", "rnnsearch"})
     for (const char* preset : {"none", "tiny", "small", "base", "medium", "large"}) {
       INFO(kind << " " << preset);
       auto c = parse_experiment(std::string("[model]\nkind = \"") + kind + "\"\npreset = \"" + preset + "\"\n", "k.toml");

@@ -13,7 +13,8 @@
 namespace mambamt::models::test {
 
 // A validated tiny config of `kind` (d_model 32, Mamba-2 with 4 heads of 16,
-// d_state 8, 3 encoder and 4 decoder layers, no dropout) plus extra TOML lines.
+// d_state 8, 3 encoder and 4 decoder layers (rnnsearch: 2 bidirectional GRU
+// layers, one decoder GRU), no dropout) plus extra TOML lines.
 // Keys given in `extra` (or layer counts implied by a plan) replace the defaults.
 inline core::ModelConfig tiny_config(const std::string& kind, const std::string& extra = "") {
   auto has = [&](const std::string& key) { return extra.find(key + " =") != std::string::npos; };
@@ -24,7 +25,9 @@ inline core::ModelConfig tiny_config(const std::string& kind, const std::string&
   for (const auto& [key, value] : defaults)
     if (!has(key)) text += key + " = " + value + "\n";
   if (!has("enc_layers") && !has("enc_plan") && (kind == "hybrid" || kind == "transformer")) text += "enc_layers = 3\n";
-  if (!has("dec_layers") && !has("dec_plan")) text += "dec_layers = 4\n";
+  // rnnsearch: two stacked bidirectional GRU layers and its one decoder GRU.
+  if (!has("enc_layers") && kind == "rnnsearch") text += "enc_layers = 2\n";
+  if (!has("dec_layers") && !has("dec_plan") && kind != "rnnsearch") text += "dec_layers = 4\n";
   return core::parse_experiment(text, "test.toml").model;
 }
 

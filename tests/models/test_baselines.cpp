@@ -1,0 +1,413 @@
+// The RetNet and RNNsearch baselines (models/retnet.h, models/rnnsearch.h):
+// the model invariants of DESIGN.md (decoding equals teacher forcing, padding
+// changes nothing, gradients reach every parameter, beam 1 equals greedy,
+// reordering the state), RNNsearch's alignment weights, the presets' sizes
+// and the config rules of the two kinds.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model_helpers.h"
+#include "models/plan.h"
+#include "models/retnet.h"
+#include "models/rnnsearch.h"
+#include "models/search.h"
+#include "test_util.h"
+
+using namespace mambamt;
+using namespace mambamt::models;
+using namespace mambamt::models::test;
+
+namespace {
+
+struct Variant {
+  std::string name;
+  std::string kind;
+  std::string extra;  // TOML lines under [model]
+  int64_t boundary = -1;
+};
+
+std::vector<Variant> variants() {
+  return {
+      {"retnet", "retnet", ""},
+      {"retnet 4 heads, relu MLP, untied, boundary token", "retnet",
+       "n_heads = 4\nd_model = 64\nmlp = \"relu\"\ntie_embeddings = false\n", 4},
+      {"rnnsearch (2 bidirectional GRU layers, tied)", "rnnsearch", ""},
+      {"rnnsearch one encoder layer, untied", "rnnsearch", "enc_layers = 1\ntie_embeddings = false\nd_ff = 40\n"},
+  };
+}
+
+std::vector<Variant> long_variants() {
+  return {{"retnet", "retnet", "n_heads = 4\n"}, {"rnnsearch", "rnnsearch", ""}};
+}
+
+core::ModelConfig preset_config(const std::string& kind, const std::string& preset) {
+  return core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\n", "p.toml").model;
+}
+
+std::string config_error(const std::string& text) {
+  try {
+    core::parse_experiment(text, "x.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("retnet and rnnsearch: step-by-step decoding gives the teacher-forced logits", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);  // (B,T,V)
+      REQUIRE(forced.sizes() == torch::IntArrayRef({3, 9, kVocab}));
+      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
+        torch::Tensor real = batch.tgt_mask.select(1, t);
+        INFO("position " << t);
+        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
+      }
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: long sequences decode like teacher forcing", "[models][invariant]") {
+  // Far beyond the fastest decay's horizon (1/(1-gamma_0) = 32 tokens).
+  TestBatch batch = make_batch({37, 20}, {70, 45}, kVocab, 8);
+  for (const Variant& v : long_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      torch::NoGradGuard no_grad;
+      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      InferenceState st = m->start(batch.src, batch.src_mask, 8);
+      double worst = 0;
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
+        torch::Tensor real = batch.tgt_mask.select(1, t);
+        worst = std::max(worst, rel_err(step.index({real}), forced.select(1, t).index({real})));
+      }
+      CHECK(worst <= 1e-4);
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: a sequence gives the same logits alone and inside a padded batch",
+          "[models][invariant]") {
+  TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      torch::Tensor all = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      for (int64_t b = 0; b < batch.size(); ++b) {
+        TestBatch r = batch.row(b);
+        torch::Tensor alone = m->forward(r.src, r.src_mask, r.tgt_in, r.tgt_mask);
+        INFO("row " << b);
+        CHECK(rel_err(all[b].narrow(0, 0, batch.tgt_len[b]), alone[0]) <= 1e-5);
+      }
+      // Decoding too: the padded batch's steps equal each row's own.
+      InferenceState st = m->start(batch.src, batch.src_mask, 4);
+      torch::Tensor first = m->step(st, batch.tgt_in.select(1, 0));
+      for (int64_t b = 0; b < batch.size(); ++b) {
+        TestBatch r = batch.row(b);
+        InferenceState one = m->start(r.src, r.src_mask, 4);
+        INFO("row " << b);
+        CHECK(rel_err(first[b], m->step(one, r.tgt_in.select(1, 0))[0]) <= 1e-5);
+      }
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: padding on the left of the source changes nothing", "[models][invariant]") {
+  TestBatch batch = make_batch({3, 6}, {4, 4}, kVocab, 5);
+  torch::Tensor left_src = torch::zeros_like(batch.src), left_mask = torch::zeros_like(batch.src_mask);
+  for (int64_t b = 0; b < 2; ++b) {
+    const int64_t n = batch.src_len[b], s = batch.src.size(1);
+    left_src[b].narrow(0, s - n, n).copy_(batch.src[b].narrow(0, 0, n));
+    left_mask[b].narrow(0, s - n, n).fill_(true);
+  }
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind));
+      torch::NoGradGuard no_grad;
+      torch::Tensor a = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      torch::Tensor b = m->forward(left_src, left_mask, batch.tgt_in, batch.tgt_mask);
+      CHECK(rel_err(b, a) <= 1e-5);
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: every parameter receives a gradient", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3}, {4, 6});
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra + "dropout = 0.1\n"), kVocab, v.boundary);
+      m->train();
+      torch::Tensor logits = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits.index({batch.tgt_mask}),
+                                                                batch.tgt_out.index({batch.tgt_mask}));
+      loss.backward();
+      int64_t checked = 0;
+      for (const auto& p : m->named_parameters()) {
+        INFO(p.key());
+        REQUIRE(p.value().grad().defined());
+        CHECK(p.value().grad().abs().sum().item<double>() > 0);
+        CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
+        ++checked;
+      }
+      CHECK(checked > 10);
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: beam search with beam size 1 equals greedy search", "[models][search]") {
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 7, 2, 5}, {2, 2, 2, 2}, vocab, 21);
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      SearchOptions o;
+      o.max_len_a = 1.0;
+      o.max_len_b = 4;
+      o.beam_size = 1;
+      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
+      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(greedy.size() == 4);
+      REQUIRE(beam.size() == 4);
+      for (size_t b = 0; b < 4; ++b) {
+        INFO("row " << b);
+        REQUIRE(beam[b].size() == 1);
+        CHECK(beam[b][0].tokens == greedy[b].tokens);
+        CHECK(beam[b][0].finished == greedy[b].finished);
+        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
+      }
+      o.compact = false;
+      auto fixed = greedy_search(*m, batch.src, batch.src_mask, o);
+      for (size_t b = 0; b < 4; ++b) CHECK(fixed[b].tokens == greedy[b].tokens);
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: beam hypotheses score what forced decoding says", "[models][search]") {
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      SearchOptions o;
+      o.beam_size = 4;
+      o.nbest = 2;
+      o.max_len_a = 1.0;
+      o.max_len_b = 3;
+      auto out = beam_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(out.size() == 3);
+      for (size_t b = 0; b < out.size(); ++b) {
+        REQUIRE(!out[b].empty());
+        for (const Hypothesis& h : out[b]) {
+          std::vector<int64_t> in{2}, target = h.tokens;
+          for (int64_t t : h.tokens) in.push_back(t);
+          if (h.finished)
+            target.push_back(3);
+          else
+            in.pop_back();
+          const int64_t len = static_cast<int64_t>(target.size());
+          REQUIRE(len >= 1);
+          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
+          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
+          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
+          TestBatch r = batch.row(static_cast<int64_t>(b));
+          CHECK(sequence_log_probs(*m, r.src, r.src_mask, tin, tout, tmask).item<double>() ==
+                Approx(h.log_prob).epsilon(1e-4));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: reordering the state reorders the next logits", "[models][state]") {
+  TestBatch batch = make_batch({4, 6, 3}, {3, 3, 3}, kVocab, 2);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      InferenceState a = m->start(batch.src, batch.src_mask, 2);
+      InferenceState b = m->start(batch.src, batch.src_mask, 2);
+      for (int64_t t = 0; t < 2; ++t) {
+        m->step(a, batch.tgt_in.select(1, t));
+        m->step(b, batch.tgt_in.select(1, t));
+      }
+      torch::Tensor index = torch::tensor(std::vector<int64_t>{2, 1, 2}, torch::kLong);
+      b.reorder(index);
+      torch::Tensor next = batch.tgt_in.select(1, 2);
+      torch::Tensor la = m->step(a, next);
+      torch::Tensor lb = m->step(b, next.index_select(0, index));
+      CHECK(rel_err(lb, la.index_select(0, index)) <= 1e-6);
+      CHECK(b.bytes().recurrent > 0);
+      CHECK(b.bytes().decoder_state() >= b.bytes().recurrent);
+    }
+  }
+}
+
+TEST_CASE("retention: the recurrent state is (B,H,dk,dv) and the decays are 1 - 2^(-5-h)", "[models][retnet]") {
+  torch::Tensor g = retention_log_decays(4).exp();
+  for (int64_t h = 0; h < 4; ++h) CHECK(g[h].item<double>() == Approx(1.0 - std::pow(2.0, -5.0 - h)));
+  ModelPtr m = tiny_model(tiny_config("retnet", "n_heads = 4\n"));  // d 32: dk 8, dv 16
+  TestBatch batch = make_batch({3, 5}, {2, 2});
+  InferenceState st = m->start(batch.src, batch.src_mask);
+  REQUIRE(st.layers.size() == 4);
+  CHECK(st.layers[0].recurrent.sizes() == torch::IntArrayRef({2, 4, 8, 16}));
+  CHECK(st.layers[0].recurrent.scalar_type() == torch::kFloat);
+  CHECK(!st.layers[0].self.k.defined());
+  CHECK(!st.layers[0].mamba.ssm.defined());
+  CHECK(m->plan().decoder_only);
+  CHECK(m->plan().decoder.front().name() == "retention+mlp");
+}
+
+TEST_CASE("retention in float64 matches a direct evaluation of the parallel form", "[models][retnet]") {
+  // O[n] = sum_{m <= n} gamma^(n-m) (q_n . k_m) v_m per head, then group norm, gate, output.
+  torch::manual_seed(5);
+  RetentionOptions o(16, 2);
+  Retention r(o);
+  r->to(torch::kDouble);
+  const int64_t b = 1, l = 6;
+  torch::Tensor x = torch::randn({b, l, 16}, torch::kDouble);
+  SeqInfo info = SeqInfo::from_mask({}, b, l, x.device());
+  torch::Tensor y = r->forward(x, info, nullptr);
+  // Recurrent form from a zero state, in float64.
+  LayerState st;
+  r->init_state(st, b, 0, x.options());
+  CHECK(st.recurrent.scalar_type() == torch::kDouble);
+  for (int64_t t = 0; t < l; ++t) {
+    torch::Tensor yt = r->step(x.select(1, t), StepInfo{torch::full({b}, t, torch::kLong)}, st);
+    CHECK(rel_err(yt, y.select(1, t)) <= 1e-12);
+  }
+}
+
+TEST_CASE("rnnsearch: attention weights are a distribution over the real source tokens", "[models][rnnsearch]") {
+  TestBatch batch = make_batch({4, 7, 2}, {5, 3, 6}, kVocab, 13);
+  ModelPtr m = tiny_model(tiny_config("rnnsearch"));
+  auto* rnn = dynamic_cast<RnnSearchModel*>(m.get());
+  REQUIRE(rnn != nullptr);
+  torch::Tensor w = rnn->attention_weights(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+  REQUIRE(w.sizes() == torch::IntArrayRef({3, 6, 7}));
+  CHECK(w.scalar_type() == torch::kFloat);
+  CHECK(!w.requires_grad());
+  for (int64_t b = 0; b < 3; ++b) {
+    INFO("row " << b);
+    const int64_t n = batch.src_len[b];
+    CHECK(torch::allclose(w[b].narrow(0, 0, batch.tgt_len[b]).sum(-1), torch::ones({batch.tgt_len[b]}), 1e-5, 1e-5));
+    if (n < 7) CHECK(w[b].narrow(1, n, 7 - n).abs().max().item<double>() == 0.0);
+    CHECK(w[b].narrow(1, 0, n).min().item<double>() > 0.0);
+    // The same alone.
+    TestBatch r = batch.row(b);
+    torch::Tensor alone = rnn->attention_weights(r.src, r.src_mask, r.tgt_in, r.tgt_mask);
+    CHECK(rel_err(w[b].narrow(0, 0, batch.tgt_len[b]).narrow(1, 0, n), alone[0]) <= 1e-5);
+  }
+  // Left padding: the weights come back at the columns the tokens were given in.
+  torch::Tensor left_src = torch::zeros_like(batch.src), left_mask = torch::zeros_like(batch.src_mask);
+  for (int64_t b = 0; b < 3; ++b) {
+    const int64_t n = batch.src_len[b];
+    left_src[b].narrow(0, 7 - n, n).copy_(batch.src[b].narrow(0, 0, n));
+    left_mask[b].narrow(0, 7 - n, n).fill_(true);
+  }
+  torch::Tensor lw = rnn->attention_weights(left_src, left_mask, batch.tgt_in, batch.tgt_mask);
+  for (int64_t b = 0; b < 3; ++b) {
+    const int64_t n = batch.src_len[b];
+    CHECK(rel_err(lw[b].narrow(1, 7 - n, n), w[b].narrow(1, 0, n)) <= 1e-5);
+  }
+}
+
+TEST_CASE("rnnsearch: the decoding state holds s, the annotations and their keys", "[models][rnnsearch]") {
+  ModelPtr m = tiny_model(tiny_config("rnnsearch", "d_ff = 40\n"));  // m 32, n 40
+  TestBatch batch = make_batch({3, 5}, {2, 2});
+  InferenceState st = m->start(batch.src, batch.src_mask);
+  REQUIRE(st.layers.size() == 1);
+  CHECK(st.layers[0].recurrent.sizes() == torch::IntArrayRef({2, 40}));
+  CHECK(st.layers[0].cross.v.sizes() == torch::IntArrayRef({2, 5, 80}));
+  CHECK(st.layers[0].cross.k.sizes() == torch::IntArrayRef({2, 5, 40}));
+  CHECK(st.src_len.equal(torch::tensor(std::vector<int64_t>{3, 5})));
+  CHECK(m->decoder_parameter_count() < m->parameter_count());
+  CHECK(!m->plan().decoder_only);
+  CHECK(m->plan().encoder.size() == 2);
+}
+
+TEST_CASE("retnet and rnnsearch: plan reports count what the models hold", "[models][plan]") {
+  for (const Variant& v : variants()) {
+    INFO(v.name);
+    core::ModelConfig c = tiny_config(v.kind, v.extra);
+    ModelPtr m = tiny_model(c);
+    CHECK(count_parameters(c, kVocab) == m->parameter_count());
+    const std::string r = plan_report(c, kVocab);
+    CHECK_THAT(r, Catch::Contains("total: "));
+    CHECK_THAT(r, Catch::Contains("kind " + v.kind));
+  }
+  CHECK_THAT(plan_report(tiny_config("retnet"), kVocab), Catch::Contains("   3  retention+mlp"));
+  CHECK_THAT(plan_report(tiny_config("rnnsearch"), kVocab), Catch::Contains("encoder: 2 bidirectional GRU layers"));
+}
+
+TEST_CASE("retnet and rnnsearch presets hit their parameter counts (32k vocabulary)", "[models][plan][preset]") {
+  const std::vector<std::pair<std::string, double>> targets = {
+      {"small", 25e6}, {"base", 77e6}, {"medium", 200e6}, {"large", 400e6}};
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    for (const auto& [preset, target] : targets) {
+      const core::ModelConfig c = preset_config(kind, preset);
+      const double n = static_cast<double>(count_parameters(c, 32000));
+      INFO(kind << " " << preset << ": " << n / 1e6 << "M, target " << target / 1e6 << "M");
+      CHECK(std::abs(n - target) / target <= 0.15);
+    }
+  }
+  // RetNet base is the SSM-for-MT paper's (Table 5): 12 layers, 4 heads, d 512, FFN 1024.
+  const core::ModelConfig r = preset_config("retnet", "base");
+  CHECK(r.dec_layers == 12);
+  CHECK(r.n_heads == 4);
+  CHECK(r.d_model == 512);
+  CHECK(r.d_ff == 1024);
+  // RNNsearch keeps the paper's 1000-unit GRUs and one layer each side.
+  const core::ModelConfig s = preset_config("rnnsearch", "base");
+  CHECK(s.d_ff == 1000);
+  CHECK(s.enc_layers == 1);
+  CHECK(s.dec_layers == 1);
+  // The tiny presets build.
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    ModelPtr m = tiny_model(preset_config(kind, "tiny"), 120);
+    CHECK(m->parameter_count() == count_parameters(m->config(), 120));
+  }
+}
+
+TEST_CASE("retnet and rnnsearch: config rules", "[models][config]") {
+  CHECK(config_error("[model]\nkind = \"rnnsearch\"\ndec_layers = 2\n") ==
+        "x.toml:3:1: model.dec_layers = 2: kind rnnsearch has one decoder GRU (use enc_layers for a deeper encoder)");
+  CHECK(core::parse_experiment("[model]\nkind = \"rnnsearch\"\n", "x").model.dec_layers == 1);
+  CHECK(core::parse_experiment("[model]\nkind = \"rnnsearch\"\nd_model = 620\nd_ff = 1000\n", "x").model.d_model == 620);
+  CHECK_THAT(config_error("[model]\nkind = \"retnet\"\ndec_plan = [\"mamba\"]\n"),
+             Catch::StartsWith("x.toml:3:1: kind retnet has a fixed plan"));
+  CHECK_THAT(config_error("[model]\nkind = \"rnnsearch\"\nenc_plan = [\"bimamba\"]\n"),
+             Catch::StartsWith("x.toml:3:1: kind rnnsearch has a fixed plan"));
+  CHECK(config_error("[model]\nkind = \"retnet\"\nd_model = 36\nn_heads = 4\n") ==
+        "x.toml:4:1: model.d_model / model.n_heads = 9: retention rotates pairs of key dimensions and needs an even "
+        "width per head");
+  CHECK_THAT(config_error("[model]\nkind = \"rnnsearch\"\nenc_layers = 0\n"),
+             Catch::Contains("kind rnnsearch needs an encoder"));
+  // The Mamba keys do not constrain them.
+  CHECK(config_error("[model]\nkind = \"retnet\"\nd_model = 100\nn_heads = 2\nheaddim = 64\n").empty());
+}
+
+TEST_CASE("configs/ablation.toml runs retnet and rnnsearch base as baselines", "[models][config]") {
+  const core::GridConfig grid = core::load_grid(source_dir() + "/configs/ablation.toml");
+  int found = 0;
+  for (const core::GridVariant& v : grid.variants) {
+    if (v.name != "retnet" && v.name != "rnnsearch") continue;
+    ++found;
+    INFO(v.name);
+    const core::ExperimentConfig c = grid.point(v.overrides, v.override_places);
+    CHECK(c.model.kind == v.name);
+    CHECK(c.model.preset == "base");
+    const double n = static_cast<double>(count_parameters(c.model, 32000));
+    CHECK(std::abs(n - 77e6) / 77e6 <= 0.15);
+  }
+  CHECK(found == 2);
+}
