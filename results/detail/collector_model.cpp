@@ -27,13 +27,16 @@ std::string lower(std::string s) {
 }
 
 // Order of baseline rows by model kind (Table 2 of the SSM-for-MT paper lists
-// the Transformer first, then the SSM-only model, then the hybrids).
+// the Transformer first, then RetNet, then the SSM-only model, then the
+// hybrids; the recurrent RNNsearch follows the Transformer).
 int kind_rank(const std::string& kind) {
   if (kind == "transformer") return 0;
-  if (kind == "mamba") return 1;
-  if (kind == "decoder_only") return 2;
-  if (kind == "hybrid") return 3;
-  return 4;
+  if (kind == "rnnsearch") return 1;
+  if (kind == "retnet") return 2;
+  if (kind == "mamba") return 3;
+  if (kind == "decoder_only") return 4;
+  if (kind == "hybrid") return 5;
+  return 6;
 }
 
 }  // namespace
