@@ -110,7 +110,9 @@ Command sweep_command() {
                 spdlog::info("stop: {}; {}", slurm::to_string(out.reason), out.decision.why);
                 if (out.decision.requeue) slurm::request_requeue(env.job_id);
               }
-              return 3;
+              // A signal during the last experiments that still completed them
+              // leaves nothing to resume: the sweep ended.
+              if (s.remaining > 0) return 3;
             }
             return s.remaining == 0 && s.failed == 0 ? 0 : 1;
           }};
