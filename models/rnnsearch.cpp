@@ -202,12 +202,15 @@ torch::Tensor RnnSearchModel::align(const torch::Tensor& s, const torch::Tensor&
   return torch::softmax(e, -1);
 }
 
-torch::Tensor RnnSearchModel::logits(const torch::Tensor& s, const torch::Tensor& emb, const torch::Tensor& ctx) {
+torch::Tensor RnnSearchModel::deep_output(const torch::Tensor& s, const torch::Tensor& emb, const torch::Tensor& ctx) {
   torch::Tensor t = detail::linear(s, out_state) + detail::linear(emb, out_embed) + detail::linear(ctx, out_context);
   std::vector<int64_t> pooled(t.sizes().begin(), t.sizes().end());
   pooled.back() /= 2;
   pooled.push_back(2);
-  t = drop(std::get<0>(t.view(pooled).max(-1)));  // maxout over adjacent pairs: (..., l)
+  return drop(std::get<0>(t.view(pooled).max(-1)));  // maxout over adjacent pairs: (..., l)
+}
+
+torch::Tensor RnnSearchModel::logits(const torch::Tensor& t) {
   return detail::linear(t, out_proj ? out_proj->weight : tgt_embed->weight);
 }
 
@@ -232,12 +235,23 @@ torch::Tensor RnnSearchModel::decode(const Encoded& e, const torch::Tensor& tgt_
       s = torch::where(real.select(1, t), decoder->cell(xp.select(1, t) + detail::linear(c, dec_context), s), s);
   }
   if (alphas) *alphas = torch::stack(weights, 1);
-  return logits(torch::stack(states, 1), emb, torch::stack(contexts, 1));
+  return deep_output(torch::stack(states, 1), emb, torch::stack(contexts, 1));
 }
 
 torch::Tensor RnnSearchModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
                                       const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
+  return logits(decode(encode(src, src_mask), tgt_in, tgt_mask, nullptr));
+}
+
+torch::Tensor RnnSearchModel::final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                           const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) {
   return decode(encode(src, src_mask), tgt_in, tgt_mask, nullptr);
+}
+
+std::vector<SourceAttention> RnnSearchModel::source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                              const torch::Tensor& tgt_in,
+                                                              const torch::Tensor& tgt_mask) {
+  return {SourceAttention{"decoder.attention", attention_weights(src, src_mask, tgt_in, tgt_mask).unsqueeze(1)}};
 }
 
 torch::Tensor RnnSearchModel::attention_weights(const torch::Tensor& src, const torch::Tensor& src_mask,
@@ -275,7 +289,7 @@ torch::Tensor RnnSearchModel::step(InferenceState& st, const torch::Tensor& toke
   torch::Tensor s = l.recurrent;
   torch::Tensor alpha = align(s, l.cross.k, l.cross.mask);
   torch::Tensor c = torch::matmul(alpha.to(l.cross.v.scalar_type()).unsqueeze(1), l.cross.v).squeeze(1);
-  torch::Tensor out = logits(s, emb, c);
+  torch::Tensor out = logits(deep_output(s, emb, c));
   l.recurrent = decoder->cell(decoder->project(emb) + detail::linear(c, dec_context), s);
   st.position = st.position + 1;
   return out;

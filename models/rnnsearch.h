@@ -94,6 +94,16 @@ class RnnSearchModel : public TranslationModel {
   // are applied once per source).
   int64_t decoder_parameter_count() const override;
 
+  // Analyses (train/explain.h): final_hidden() is t_i, the maxout output
+  // (B,T,m) that W_o turns into the logits (no dropout in eval mode);
+  // source_attention() is the alignment below as one layer
+  // "decoder.attention" with one head: (B,1,T,S).
+  torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
+                             const torch::Tensor& tgt_mask) override;
+  bool has_source_attention() const override { return true; }
+  std::vector<SourceAttention> source_attention(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                                const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask) override;
+
   // The alignment (the paper's alpha, what its Figure 3 plots) of a
   // teacher-forced pass: (B,T,S) float32, detached, computed without
   // gradients (call it in eval mode). weights[b][t][j] is the weight target
@@ -125,9 +135,10 @@ class RnnSearchModel : public TranslationModel {
  private:
   // alpha (B,S) of the states s (B,n) over the annotations' keys.
   torch::Tensor align(const torch::Tensor& s, const torch::Tensor& keys, const torch::Tensor& mask);
-  // Logits of s_{i-1} (..., n), E y_{i-1} (..., m), c_i (..., 2n).
-  torch::Tensor logits(const torch::Tensor& s, const torch::Tensor& emb, const torch::Tensor& ctx);
-  // Teacher forcing over an encoded source; alphas (B,T,S) when asked.
+  // t_i (..., m) of s_{i-1} (..., n), E y_{i-1} (..., m), c_i (..., 2n), and its logits.
+  torch::Tensor deep_output(const torch::Tensor& s, const torch::Tensor& emb, const torch::Tensor& ctx);
+  torch::Tensor logits(const torch::Tensor& t);
+  // Teacher forcing over an encoded source: t_i (B,T,m); alphas (B,T,S) when asked.
   torch::Tensor decode(const Encoded& e, const torch::Tensor& tgt_in, const torch::Tensor& tgt_mask,
                        torch::Tensor* alphas);
   torch::Tensor drop(const torch::Tensor& x);

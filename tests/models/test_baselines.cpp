@@ -411,3 +411,39 @@ TEST_CASE("configs/ablation.toml runs retnet and rnnsearch base as baselines", "
   }
   CHECK(found == 2);
 }
+
+TEST_CASE("retnet and rnnsearch: final_hidden is what forward() projects to logits", "[models][explain]") {
+  for (const std::string kind : {"retnet", "rnnsearch"}) {
+    for (const char* tie : {"true", "false"}) {
+      INFO(kind << " tie_embeddings " << tie);
+      ModelPtr m = tiny_model(tiny_config(kind, std::string("tie_embeddings = ") + tie + "\n"));
+      TestBatch b = make_batch({5, 3}, {4, 6});
+      torch::NoGradGuard no_grad;
+      torch::Tensor h = m->final_hidden(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
+      REQUIRE(h.sizes() == torch::IntArrayRef({2, 6, 32}));
+      torch::Tensor w;
+      for (auto& item : m->named_parameters())
+        if (item.key() == "out_proj.weight" ||
+            (!w.defined() && (item.key() == "embed.weight" || item.key() == "tgt_embed.weight")))
+          w = item.value();
+      REQUIRE(w.defined());
+      CHECK(rel_err(torch::matmul(h, w.t()), m->forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask)) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("rnnsearch's source attention is its alignment; retnet has none", "[models][explain]") {
+  TestBatch b = make_batch({5, 3}, {4, 6});
+  ModelPtr r = tiny_model(tiny_config("rnnsearch"));
+  CHECK(r->has_source_attention());
+  std::vector<SourceAttention> maps = r->source_attention(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
+  REQUIRE(maps.size() == 1);
+  CHECK(maps[0].layer == "decoder.attention");
+  REQUIRE(maps[0].weights.sizes() == torch::IntArrayRef({2, 1, 6, 5}));
+  auto* rnn = dynamic_cast<RnnSearchModel*>(r.get());
+  REQUIRE(rnn != nullptr);
+  CHECK(torch::equal(maps[0].weights[0][0], rnn->attention_weights(b.src, b.src_mask, b.tgt_in, b.tgt_mask)[0]));
+  ModelPtr t = tiny_model(tiny_config("retnet"));
+  CHECK_FALSE(t->has_source_attention());
+  CHECK(t->source_attention(b.src, b.src_mask, b.tgt_in, b.tgt_mask).empty());
+}
