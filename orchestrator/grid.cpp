@@ -1,9 +1,11 @@
 #include "orchestrator/grid.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "models/plan.h"
 
 namespace mambamt::orchestrator {
 
@@ -35,31 +37,15 @@ std::string canonical_value(const core::GridConfig& grid, const std::string& key
 }  // namespace
 
 double estimate_cost_pflop(const core::ExperimentConfig& c) {
-  const auto& m = c.model;
-  double d = static_cast<double>(m.d_model);
-  // Per layer, in units of d^2: attention 4, MLP 2*d_ff/d (3 for SwiGLU),
-  // Mamba-2 ~ in_proj (2*expand + 2*ngroups*d_state/d) + out_proj (expand).
-  double mlp = (m.mlp == "swiglu" ? 3.0 : 2.0) * static_cast<double>(m.d_ff) / d;
-  double attn = 4.0;
-  double mamba = 3.0 * static_cast<double>(m.expand) + 2.0 * static_cast<double>(m.ngroups * m.d_state) / d;
-  double per_layer;
-  if (m.kind == "transformer") {
-    per_layer = attn + mlp;
-  } else {
-    double r = m.attention_ratio;
-    per_layer = r * (attn + mlp) + (1 - r) * (mamba + (m.mamba_mlp ? mlp : 0.0));
-  }
-  double layers = static_cast<double>(m.dec_layers);
-  if (m.kind == "hybrid" || m.kind == "transformer") {
-    // Bi-Mamba encoder layers scan twice; decoder cross-attention adds 4 d^2.
-    layers += static_cast<double>(m.enc_layers) * (m.kind == "hybrid" ? 1.5 : 1.0);
-    layers += static_cast<double>(m.dec_layers) / static_cast<double>(std::max<int64_t>(1, m.cross_attn_every)) * attn /
-              std::max(per_layer, 1.0);
-  }
-  double params = per_layer * layers * d * d;
-  double tokens = static_cast<double>(c.train.max_steps) * static_cast<double>(c.data.max_tokens) *
-                  static_cast<double>(c.train.accum_steps);
-  return 6.0 * params * tokens / 1e15;
+  // The model's own parameter count (models/plan.h counts every kind,
+  // analytically), less one embedding table: lookups cost nothing, the
+  // output projection does.
+  const int64_t vocab = c.data.vocab_size;
+  const double params = static_cast<double>(models::count_parameters(c.model, vocab)) -
+                        static_cast<double>(vocab) * static_cast<double>(c.model.d_model);
+  const double tokens = static_cast<double>(c.train.max_steps) * static_cast<double>(c.data.max_tokens) *
+                        static_cast<double>(c.train.accum_steps);
+  return 6.0 * std::max(params, 0.0) * tokens / 1e15;
 }
 
 ExpandedGrid expand_grid(const core::GridConfig& grid) {

@@ -39,8 +39,8 @@ struct ExpandedGrid {
 
 ExpandedGrid expand_grid(const core::GridConfig& grid);
 
-// Estimated training cost in PFLOP: 6 x (non-embedding parameters, estimated
-// from the model's shape) x training tokens (max_steps x max_tokens x
+// Estimated training cost in PFLOP: 6 x (parameters as models/plan.h counts
+// them, less one embedding table) x training tokens (max_steps x max_tokens x
 // accum_steps). Only used to order the work (most expensive first) and for
 // --dry-run; it is not a measurement.
 double estimate_cost_pflop(const core::ExperimentConfig& config);
