@@ -432,7 +432,7 @@ TEST_CASE("retnet and rnnsearch: final_hidden is what forward() projects to logi
   }
 }
 
-TEST_CASE("rnnsearch's source attention is its alignment; retnet has none", "[models][explain]") {
+TEST_CASE("rnnsearch's source attention is its alignment and retnet has none", "[models][explain]") {
   TestBatch b = make_batch({5, 3}, {4, 6});
   ModelPtr r = tiny_model(tiny_config("rnnsearch"));
   CHECK(r->has_source_attention());

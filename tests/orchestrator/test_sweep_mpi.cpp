@@ -22,46 +22,12 @@
 #include "data/sampler.h"
 #include "train/prepare.h"
 #include "test_util.h"
+#include "tiny_grid.h"
 
 using namespace mambamt;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A base experiment that trains in a few seconds: the tiny hybrid of
-// configs/experiments/tiny.toml with a short evaluation.
-std::string tiny_base(int max_steps, int checkpoint_every) {
-  return R"(model.preset = "tiny"
-model.d_model = 32
-model.n_heads = 2
-model.d_ff = 64
-model.d_state = 8
-model.headdim = 16
-data.vocab_size = 120
-data.context_sentences = 1
-data.max_example_tokens = 64
-data.max_tokens = 256
-data.valid_passages = 2
-data.max_valid_examples = 8
-data.synthetic.train_docs = 24
-data.synthetic.valid_docs = 2
-data.synthetic.test_docs = 2
-data.synthetic.min_sentences = 3
-data.synthetic.max_sentences = 4
-data.synthetic.vocab_size = 30
-data.synthetic.entities = 10
-train.lr = 3e-3
-train.warmup_steps = 2
-train.log_every = 1
-train.validate_every = 1000
-train.max_steps = )" + std::to_string(max_steps) + "\ntrain.checkpoint_every = " + std::to_string(checkpoint_every) +
-         R"(
-eval.beam_size = 1
-eval.bootstrap_samples = 0
-eval.max_examples = 4
-eval.extrapolation = false
-)";
-}
 
 struct Sweep {
   TempDir tmp;

@@ -21,6 +21,7 @@
 #include "core/store.h"
 #include "slurm/requeue.h"
 #include "test_util.h"
+#include "tiny_grid.h"
 
 using slurm_test::Cluster;
 using slurm_test::shell_quote;
@@ -30,41 +31,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string job_script(const std::string& name) { return source_dir() + "/jobs/" + name; }
-
-// A base experiment that trains in seconds: the tiny hybrid of
-// tests/orchestrator/test_sweep_mpi.cpp (a short evaluation, no validation).
-std::string tiny_base(int max_steps, int checkpoint_every, int log_every) {
-  return R"(model.preset = "tiny"
-model.d_model = 32
-model.n_heads = 2
-model.d_ff = 64
-model.d_state = 8
-model.headdim = 16
-data.vocab_size = 120
-data.context_sentences = 1
-data.max_example_tokens = 64
-data.max_tokens = 256
-data.valid_passages = 2
-data.max_valid_examples = 8
-data.synthetic.train_docs = 24
-data.synthetic.valid_docs = 2
-data.synthetic.test_docs = 2
-data.synthetic.min_sentences = 3
-data.synthetic.max_sentences = 4
-data.synthetic.vocab_size = 30
-data.synthetic.entities = 10
-train.lr = 3e-3
-train.warmup_steps = 2
-train.validate_every = 100000
-train.log_every = )" + std::to_string(log_every) +
-         "\ntrain.max_steps = " + std::to_string(max_steps) +
-         "\ntrain.checkpoint_every = " + std::to_string(checkpoint_every) + R"(
-eval.beam_size = 1
-eval.bootstrap_samples = 0
-eval.max_examples = 4
-eval.extrapolation = false
-)";
-}
 
 // A grid in a fresh directory, which is also the jobs' working directory: the
 // run directory is runs/t (relative, as a grid in a repository would have it).
@@ -76,7 +42,7 @@ struct TinySweep {
     run_dir = tmp.path("runs/t");
     write_text(tmp.path("grid.toml"), "[sweep]\nname = \"t\"\noutput_dir = \"runs\"\nheartbeat_seconds = 1.0\n"
                                       "seeds = [1]\nretries = 0\n" + sweep_extra + "\n[base]\n" +
-                                          tiny_base(max_steps, checkpoint_every, log_every) + "\n" + grid_section);
+                                          tiny_base(max_steps, checkpoint_every, log_every, 100000) + "\n" + grid_section);
   }
   std::string store(const std::string& id) const { return run_dir + "/exp/" + id + "/store.h5"; }
 };
