@@ -1,8 +1,8 @@
 // The RetNet and RNNsearch baselines (models/retnet.h, models/rnnsearch.h):
-// the model invariants of DESIGN.md (decoding equals teacher forcing, padding
-// changes nothing, gradients reach every parameter, beam 1 equals greedy,
-// reordering the state), RNNsearch's alignment weights, the presets' sizes
-// and the config rules of the two kinds.
+// what is particular to them (left padding, the retention state and decays,
+// RNNsearch's alignment weights, plan reports, presets, config rules, explain
+// hooks). The shared invariants (decoding equals teacher forcing, padding,
+// gradients, beam search, reordering) run on them in test_invariants.cpp.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -38,10 +38,6 @@ std::vector<Variant> variants() {
   };
 }
 
-std::vector<Variant> long_variants() {
-  return {{"retnet", "retnet", "n_heads = 4\n"}, {"rnnsearch", "rnnsearch", ""}};
-}
-
 core::ModelConfig preset_config(const std::string& kind, const std::string& preset) {
   return core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\n", "p.toml").model;
 }
@@ -56,72 +52,6 @@ std::string config_error(const std::string& text) {
 }
 
 }  // namespace
-
-TEST_CASE("retnet and rnnsearch: step-by-step decoding gives the teacher-forced logits", "[models][invariant]") {
-  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
-  for (const Variant& v : variants()) {
-    SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
-      torch::NoGradGuard no_grad;
-      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);  // (B,T,V)
-      REQUIRE(forced.sizes() == torch::IntArrayRef({3, 9, kVocab}));
-      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        INFO("position " << t);
-        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
-      }
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: long sequences decode like teacher forcing", "[models][invariant]") {
-  // Far beyond the fastest decay's horizon (1/(1-gamma_0) = 32 tokens).
-  TestBatch batch = make_batch({37, 20}, {70, 45}, kVocab, 8);
-  for (const Variant& v : long_variants()) {
-    SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
-      torch::NoGradGuard no_grad;
-      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
-      InferenceState st = m->start(batch.src, batch.src_mask, 8);
-      double worst = 0;
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        worst = std::max(worst, rel_err(step.index({real}), forced.select(1, t).index({real})));
-      }
-      CHECK(worst <= 1e-4);
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: a sequence gives the same logits alone and inside a padded batch",
-          "[models][invariant]") {
-  TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
-  for (const Variant& v : variants()) {
-    SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
-      torch::NoGradGuard no_grad;
-      torch::Tensor all = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
-      for (int64_t b = 0; b < batch.size(); ++b) {
-        TestBatch r = batch.row(b);
-        torch::Tensor alone = m->forward(r.src, r.src_mask, r.tgt_in, r.tgt_mask);
-        INFO("row " << b);
-        CHECK(rel_err(all[b].narrow(0, 0, batch.tgt_len[b]), alone[0]) <= 1e-5);
-      }
-      // Decoding too: the padded batch's steps equal each row's own.
-      InferenceState st = m->start(batch.src, batch.src_mask, 4);
-      torch::Tensor first = m->step(st, batch.tgt_in.select(1, 0));
-      for (int64_t b = 0; b < batch.size(); ++b) {
-        TestBatch r = batch.row(b);
-        InferenceState one = m->start(r.src, r.src_mask, 4);
-        INFO("row " << b);
-        CHECK(rel_err(first[b], m->step(one, r.tgt_in.select(1, 0))[0]) <= 1e-5);
-      }
-    }
-  }
-}
 
 TEST_CASE("retnet and rnnsearch: padding on the left of the source changes nothing", "[models][invariant]") {
   TestBatch batch = make_batch({3, 6}, {4, 4}, kVocab, 5);
@@ -138,116 +68,6 @@ TEST_CASE("retnet and rnnsearch: padding on the left of the source changes nothi
       torch::Tensor a = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
       torch::Tensor b = m->forward(left_src, left_mask, batch.tgt_in, batch.tgt_mask);
       CHECK(rel_err(b, a) <= 1e-5);
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: every parameter receives a gradient", "[models][invariant]") {
-  TestBatch batch = make_batch({5, 3}, {4, 6});
-  for (const Variant& v : variants()) {
-    SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra + "dropout = 0.1\n"), kVocab, v.boundary);
-      m->train();
-      torch::Tensor logits = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits.index({batch.tgt_mask}),
-                                                                batch.tgt_out.index({batch.tgt_mask}));
-      loss.backward();
-      int64_t checked = 0;
-      for (const auto& p : m->named_parameters()) {
-        INFO(p.key());
-        REQUIRE(p.value().grad().defined());
-        CHECK(p.value().grad().abs().sum().item<double>() > 0);
-        CHECK(torch::isfinite(p.value().grad()).all().item<bool>());
-        ++checked;
-      }
-      CHECK(checked > 10);
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: beam search with beam size 1 equals greedy search", "[models][search]") {
-  const int64_t vocab = 8;
-  TestBatch batch = make_batch({4, 7, 2, 5}, {2, 2, 2, 2}, vocab, 21);
-  for (const std::string kind : {"retnet", "rnnsearch"}) {
-    SECTION(kind) {
-      ModelPtr m = tiny_model(tiny_config(kind), vocab);
-      SearchOptions o;
-      o.max_len_a = 1.0;
-      o.max_len_b = 4;
-      o.beam_size = 1;
-      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
-      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
-      REQUIRE(greedy.size() == 4);
-      REQUIRE(beam.size() == 4);
-      for (size_t b = 0; b < 4; ++b) {
-        INFO("row " << b);
-        REQUIRE(beam[b].size() == 1);
-        CHECK(beam[b][0].tokens == greedy[b].tokens);
-        CHECK(beam[b][0].finished == greedy[b].finished);
-        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
-      }
-      o.compact = false;
-      auto fixed = greedy_search(*m, batch.src, batch.src_mask, o);
-      for (size_t b = 0; b < 4; ++b) CHECK(fixed[b].tokens == greedy[b].tokens);
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: beam hypotheses score what forced decoding says", "[models][search]") {
-  const int64_t vocab = 8;
-  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
-  for (const std::string kind : {"retnet", "rnnsearch"}) {
-    SECTION(kind) {
-      ModelPtr m = tiny_model(tiny_config(kind), vocab);
-      SearchOptions o;
-      o.beam_size = 4;
-      o.nbest = 2;
-      o.max_len_a = 1.0;
-      o.max_len_b = 3;
-      auto out = beam_search(*m, batch.src, batch.src_mask, o);
-      REQUIRE(out.size() == 3);
-      for (size_t b = 0; b < out.size(); ++b) {
-        REQUIRE(!out[b].empty());
-        for (const Hypothesis& h : out[b]) {
-          std::vector<int64_t> in{2}, target = h.tokens;
-          for (int64_t t : h.tokens) in.push_back(t);
-          if (h.finished)
-            target.push_back(3);
-          else
-            in.pop_back();
-          const int64_t len = static_cast<int64_t>(target.size());
-          REQUIRE(len >= 1);
-          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
-          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
-          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
-          TestBatch r = batch.row(static_cast<int64_t>(b));
-          CHECK(sequence_log_probs(*m, r.src, r.src_mask, tin, tout, tmask).item<double>() ==
-                Approx(h.log_prob).epsilon(1e-4));
-        }
-      }
-    }
-  }
-}
-
-TEST_CASE("retnet and rnnsearch: reordering the state reorders the next logits", "[models][state]") {
-  TestBatch batch = make_batch({4, 6, 3}, {3, 3, 3}, kVocab, 2);
-  for (const Variant& v : variants()) {
-    SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
-      InferenceState a = m->start(batch.src, batch.src_mask, 2);
-      InferenceState b = m->start(batch.src, batch.src_mask, 2);
-      for (int64_t t = 0; t < 2; ++t) {
-        m->step(a, batch.tgt_in.select(1, t));
-        m->step(b, batch.tgt_in.select(1, t));
-      }
-      torch::Tensor index = torch::tensor(std::vector<int64_t>{2, 1, 2}, torch::kLong);
-      b.reorder(index);
-      torch::Tensor next = batch.tgt_in.select(1, 2);
-      torch::Tensor la = m->step(a, next);
-      torch::Tensor lb = m->step(b, next.index_select(0, index));
-      CHECK(rel_err(lb, la.index_select(0, index)) <= 1e-6);
-      CHECK(b.bytes().recurrent > 0);
-      CHECK(b.bytes().decoder_state() >= b.bytes().recurrent);
     }
   }
 }

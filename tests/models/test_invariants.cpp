@@ -39,6 +39,11 @@ std::vector<Variant> variants() {
       {"decoder_only Mamba-Local (window 3)", "decoder_only", "attention_ratio = 0.5\nattn_window = 3\n"},
       {"decoder_only Transformer++ (all attention), untied", "decoder_only",
        "attention_ratio = 1.0\ntie_embeddings = false\n", 4},
+      {"retnet", "retnet", ""},
+      {"retnet 4 heads, relu MLP, untied, boundary token", "retnet",
+       "n_heads = 4\nd_model = 64\nmlp = \"relu\"\ntie_embeddings = false\n", 4},
+      {"rnnsearch (2 bidirectional GRU layers, tied)", "rnnsearch", ""},
+      {"rnnsearch one encoder layer, untied", "rnnsearch", "enc_layers = 1\ntie_embeddings = false\nd_ff = 40\n"},
   };
 }
 
@@ -130,7 +135,7 @@ TEST_CASE("beam search with beam size 1 equals greedy search", "[models][search]
   // A small vocabulary makes eos likely, so some rows stop early.
   const int64_t vocab = 8;
   TestBatch batch = make_batch({4, 7, 2, 5}, {2, 2, 2, 2}, vocab, 21);
-  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only"}) {
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only", "retnet", "rnnsearch"}) {
     SECTION(kind) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
       SearchOptions o;
@@ -165,7 +170,7 @@ TEST_CASE("beam search with beam size 1 equals greedy search", "[models][search]
 TEST_CASE("beam hypotheses score what forced decoding says", "[models][search]") {
   const int64_t vocab = 8;
   TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
-  for (const std::string kind : {"hybrid", "mamba"}) {
+  for (const std::string kind : {"hybrid", "mamba", "retnet", "rnnsearch"}) {
     SECTION(kind) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
       SearchOptions o;
@@ -252,7 +257,9 @@ TEST_CASE("long sequences: decoding equals teacher forcing across scan chunks an
   TestBatch batch = make_batch({37, 20}, {70, 45}, kVocab, 8);
   for (const Variant& v : {Variant{"hybrid", "hybrid", "cross_attn = \"local\"\ncross_attn_window = 8\n"},
                            Variant{"mamba", "mamba", ""},
-                           Variant{"decoder_only local", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"}}) {
+                           Variant{"decoder_only local", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
+                           // Far beyond retention's fastest decay horizon (1/(1-gamma_0) = 32 tokens).
+                           Variant{"retnet", "retnet", "n_heads = 4\n"}, Variant{"rnnsearch", "rnnsearch", ""}}) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
       torch::NoGradGuard no_grad;
