@@ -1,5 +1,7 @@
 #include "bench/decode_bench.h"
 
+#include "bench/bench.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -32,21 +34,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::vector<int64_t> parse_list(const std::vector<std::string>& args, size_t& i, const std::string& name) {
-  if (i + 1 >= args.size()) throw UsageError("bench decode: " + name + " needs a value");
-  std::vector<int64_t> out;
-  std::stringstream ss(args[++i]);
-  for (std::string item; std::getline(ss, item, ',');) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != 0 || v < 1)
-      throw UsageError("bench decode: " + name + " takes positive integers separated by commas, got '" + args[i] + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("bench decode: " + name + " is empty");
-  return out;
-}
 
 // Copy bandwidth (bytes read + written per second) of a copy far larger than
 // the caches, best of 5: the rate a memory-bound decoding step can stream at.
@@ -144,15 +131,15 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     } else if (args[i] == "--preset" && i + 1 < args.size()) {
       preset = args[++i];
     } else if (args[i] == "--batch") {
-      batches = parse_list(args, i, "--batch");
+      batches = parse_list(args, i, "bench decode", "--batch");
     } else if (args[i] == "--lengths") {
-      lengths = parse_list(args, i, "--lengths");
+      lengths = parse_list(args, i, "bench decode", "--lengths");
     } else if (args[i] == "--src") {
-      src_len = parse_list(args, i, "--src").at(0);
+      src_len = parse_list(args, i, "bench decode", "--src").at(0);
     } else if (args[i] == "--threads") {
-      threads = parse_list(args, i, "--threads").at(0);
+      threads = parse_list(args, i, "bench decode", "--threads").at(0);
     } else if (args[i] == "--repeat") {
-      repeat = parse_list(args, i, "--repeat").at(0);
+      repeat = parse_list(args, i, "bench decode", "--repeat").at(0);
     } else {
       throw UsageError("bench decode: unknown argument '" + args[i] + "'");
     }

@@ -1,5 +1,7 @@
 #include "bench/train_bench.h"
 
+#include "bench/bench.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -30,21 +32,6 @@ const char* const kTrainBenchHelp =
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<int64_t> parse_list(const std::vector<std::string>& args, size_t& i, const std::string& name) {
-  if (i + 1 >= args.size()) throw UsageError("bench train: " + name + " needs a value");
-  std::vector<int64_t> out;
-  std::stringstream ss(args[++i]);
-  for (std::string item; std::getline(ss, item, ',');) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != 0 || v < 1)
-      throw UsageError("bench train: " + name + " takes positive integers separated by commas, got '" + args[i] + "'");
-    out.push_back(v);
-  }
-  if (out.empty()) throw UsageError("bench train: " + name + " is empty");
-  return out;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -117,11 +104,11 @@ int run_train_bench(const std::vector<std::string>& args, std::ostream& out) {
     } else if (args[i] == "--preset" && i + 1 < args.size()) {
       preset = args[++i];
     } else if (args[i] == "--lengths") {
-      lengths = parse_list(args, i, "--lengths");
+      lengths = parse_list(args, i, "bench train", "--lengths");
     } else if (args[i] == "--steps") {
-      steps = parse_list(args, i, "--steps").at(0);
+      steps = parse_list(args, i, "bench train", "--steps").at(0);
     } else if (args[i] == "--threads") {
-      threads = parse_list(args, i, "--threads").at(0);
+      threads = parse_list(args, i, "bench train", "--threads").at(0);
     } else {
       throw UsageError("bench train: unknown argument '" + args[i] + "'");
     }
