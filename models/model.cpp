@@ -1,5 +1,7 @@
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "models/detail/linear.h"
 
@@ -98,6 +100,23 @@ std::pair<torch::Tensor, torch::Tensor> align_padding(const torch::Tensor& ids, 
 }
 
 int64_t TranslationModel::parameter_count() const { return numel_of(parameters()); }
+
+namespace {
+void check_prefix(const torch::Tensor& src, const torch::Tensor& prefix) {
+  check_ids(prefix, "prefix");
+  TORCH_CHECK(prefix.size(0) == src.size(0) && prefix.size(1) >= 1, "prefill: prefix must be (B,T) with B = ",
+              src.size(0), " and T >= 1, got ", prefix.sizes());
+}
+}  // namespace
+
+InferenceState TranslationModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                         const torch::Tensor& prefix, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  check_prefix(src, prefix);
+  InferenceState st = start(src, src_mask, std::max(reserve, prefix.size(1)));
+  for (int64_t t = 0; t < prefix.size(1); ++t) step(st, prefix.select(1, t));
+  return st;
+}
 
 StackOptions stack_options(const core::ModelConfig& c, const std::vector<LayerSpec>& layers, bool causal) {
   StackOptions o(c.d_model);
@@ -230,6 +249,23 @@ InferenceState EncoderDecoderModel::start(const torch::Tensor& src, const torch:
   return st;
 }
 
+InferenceState EncoderDecoderModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                            const torch::Tensor& prefix, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  check_prefix(src, prefix);
+  Memory m = encode(src, src_mask);
+  InferenceState st;
+  const int64_t b = src.size(0), t = prefix.size(1);
+  st.layers = decoder->init_states(b, std::max(reserve, t), m.enc.options(), &m);
+  // The decoder's teacher-forced pass with states: attention layers append the
+  // prefix's K/V to their caches, Mamba layers leave their conv and SSM states.
+  SeqInfo info = SeqInfo::from_mask(torch::Tensor(), b, t, prefix.device());
+  decoder(tgt_embed(prefix.to(torch::kLong)), info, &m, &st.layers);
+  st.position = torch::full({b}, t, src.options().dtype(torch::kLong));
+  st.src_len = m.mask.sum(1);
+  return st;
+}
+
 torch::Tensor EncoderDecoderModel::step(InferenceState& st, const torch::Tensor& tokens) {
   torch::NoGradGuard no_grad;
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
@@ -342,6 +378,25 @@ InferenceState DecoderOnlyModel::start(const torch::Tensor& src, const torch::Te
   SeqInfo info = SeqInfo::from_mask(p.mask, b, p.ids.size(1), p.ids.device());
   decoder(x, info, nullptr, &st.layers);  // prefill; the prompt's outputs are not needed
   st.position = p.lengths.clone();
+  st.src_len = bool_mask(src_mask, src).sum(1);
+  return st;
+}
+
+InferenceState DecoderOnlyModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
+                                         const torch::Tensor& prefix, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  check_prefix(src, prefix);
+  Prompt p = prompt(src, src_mask);
+  const int64_t b = p.ids.size(0), t = prefix.size(1);
+  // The prompt and the prefix in one causal pass: [pad ...] s_1 .. eos [boundary] bos t_1 ..
+  torch::Tensor ids = torch::cat({p.ids, prefix.to(p.ids.scalar_type())}, 1);
+  torch::Tensor mask = torch::cat({p.mask, torch::ones({b, t}, p.mask.options())}, 1);
+  torch::Tensor x = embed(ids);
+  InferenceState st;
+  st.layers = decoder->init_states(b, p.ids.size(1) + std::max(reserve, t), x.options(), nullptr);
+  SeqInfo info = SeqInfo::from_mask(mask, b, ids.size(1), ids.device());
+  decoder(x, info, nullptr, &st.layers);
+  st.position = p.lengths + t;
   st.src_len = bool_mask(src_mask, src).sum(1);
   return st;
 }

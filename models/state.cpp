@@ -39,6 +39,47 @@ void InferenceState::reorder(const torch::Tensor& index, bool same_sources) {
   src_len = pick(src_len, idx);
 }
 
+InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {
+  TORCH_CHECK(!parts.empty(), "InferenceState::cat: no parts");
+  torch::NoGradGuard no_grad;
+  const InferenceState& first = parts.front();
+  for (const InferenceState& p : parts)
+    TORCH_CHECK(p.layers.size() == first.layers.size(), "InferenceState::cat: parts with different layer counts");
+  // Field f of every part along the batch dimension (undefined if undefined in the first).
+  auto join = [&](auto field) {
+    if (!field(first).defined()) return torch::Tensor();
+    std::vector<torch::Tensor> ts;
+    for (const InferenceState& p : parts) ts.push_back(field(p));
+    return torch::cat(ts, 0);
+  };
+  InferenceState out;
+  out.layers.resize(first.layers.size());
+  for (size_t i = 0; i < first.layers.size(); ++i) {
+    const KvCache& c = first.layers[i].self;
+    for (const InferenceState& p : parts) {
+      const KvCache& o = p.layers[i].self;
+      TORCH_CHECK(o.length == c.length && o.window == c.window && o.capacity() == c.capacity(),
+                  "InferenceState::cat: layer ", i, " has KV caches of different lengths, windows or capacities");
+    }
+    LayerState& l = out.layers[i];
+    l.mamba.conv = join([i](const InferenceState& p) { return p.layers[i].mamba.conv; });
+    l.mamba.ssm = join([i](const InferenceState& p) { return p.layers[i].mamba.ssm; });
+    l.self.k = join([i](const InferenceState& p) { return p.layers[i].self.k; });
+    l.self.v = join([i](const InferenceState& p) { return p.layers[i].self.v; });
+    l.self.valid = join([i](const InferenceState& p) { return p.layers[i].self.valid; });
+    l.self.length = c.length;
+    l.self.window = c.window;
+    l.cross.k = join([i](const InferenceState& p) { return p.layers[i].cross.k; });
+    l.cross.v = join([i](const InferenceState& p) { return p.layers[i].cross.v; });
+    l.cross.mask = join([i](const InferenceState& p) { return p.layers[i].cross.mask; });
+    l.cross.src_len = join([i](const InferenceState& p) { return p.layers[i].cross.src_len; });
+    l.recurrent = join([i](const InferenceState& p) { return p.layers[i].recurrent; });
+  }
+  out.position = join([](const InferenceState& p) { return p.position; });
+  out.src_len = join([](const InferenceState& p) { return p.src_len; });
+  return out;
+}
+
 StateBytes InferenceState::bytes() const {
   StateBytes b;
   for (const LayerState& l : layers) {

@@ -84,6 +84,12 @@ class InferenceState {
   void reorder(const torch::Tensor& index, bool same_sources = false);
 
   StateBytes bytes() const;
+
+  // The rows of `parts` one after the other (batch concatenation), e.g. the
+  // states of row groups prefilled one at a time to bound their memory. The
+  // parts come from the same model and sit at the same sequence column: every
+  // KV cache has the same length, window and capacity in every part.
+  static InferenceState cat(const std::vector<InferenceState>& parts);
 };
 
 }  // namespace mambamt::models

@@ -69,6 +69,40 @@ TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][inv
   }
 }
 
+TEST_CASE("prefill of a target prefix leaves the state that stepping through it leaves", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  torch::manual_seed(4);
+  const int64_t t = 6;
+  torch::Tensor prefix = torch::randint(5, kVocab, {3, t}, torch::kLong);
+  prefix.select(1, 0).fill_(2);  // bos
+  const torch::Tensor next = torch::randint(5, kVocab, {2, 3}, torch::kLong);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      InferenceState stepped = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+      for (int64_t i = 0; i < t; ++i) m->step(stepped, prefix.select(1, i));
+      // A small reserve: the prefill allocates for the prefix, and the caches grow after it.
+      InferenceState filled = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/2);
+      CHECK(torch::equal(filled.position, stepped.position));
+      CHECK(torch::equal(filled.src_len, stepped.src_len));
+      // Rows prefilled in groups of one and two, joined: the same state.
+      InferenceState joined = InferenceState::cat(
+          {m->prefill(batch.src.narrow(0, 0, 1), batch.src_mask.narrow(0, 0, 1), prefix.narrow(0, 0, 1), 2),
+           m->prefill(batch.src.narrow(0, 1, 2), batch.src_mask.narrow(0, 1, 2), prefix.narrow(0, 1, 2), 2)});
+      CHECK(torch::equal(joined.position, stepped.position));
+      CHECK(filled.bytes().total() == stepped.bytes().total());
+      CHECK(joined.bytes().total() == stepped.bytes().total());
+      for (int64_t i = 0; i < next.size(0); ++i) {
+        torch::Tensor want = m->step(stepped, next[i]);
+        INFO("step " << i << " after the prefix");
+        CHECK(rel_err(m->step(filled, next[i]), want) <= 1e-4);
+        CHECK(rel_err(m->step(joined, next[i]), want) <= 1e-4);
+      }
+    }
+  }
+}
+
 TEST_CASE("a sequence gives the same logits alone and inside a padded batch", "[models][invariant]") {
   TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
   for (const Variant& v : variants()) {
