@@ -21,13 +21,20 @@ namespace mambamt::bench {
 const char* const kDecodeBenchHelp =
     "Greedy decoding of the hybrid (1:7, attention middle+end, cross-attention every 4 layers), the pure "
     "Mamba and the Transformer of one size preset (equal parameter counts, 32k vocabulary), source 128 "
-    "tokens, batch 1 and 16, target lengths 256, 1024 and 4096 (one run per model and batch, measured at "
-    "each length): tokens/s, time per token at the end against the start of the output, decoder-state "
-    "memory (KV cache against Mamba states), as ratios to the Transformer, next to the ratios predicted "
-    "by the bytes each step reads (decoder weights once, every cache and state of every sequence) at the "
-    "copy bandwidth measured in the same run. Options: --quick (tiny preset, lengths 64,256, batch 1,4), "
-    "--preset tiny|small|base|medium|large (small), --batch LIST, --lengths LIST, --src N (128), "
-    "--threads N (LibTorch's default), --repeat R (best of R runs, 1).";
+    "tokens, batch 1 and 16, target lengths 256, 1024 and 4096: tokens/s, time per token at the end against "
+    "the start of the output, decoder-state memory (KV cache against Mamba states), as ratios to the "
+    "Transformer, next to the ratios predicted by the bytes each step reads (decoder weights once, every "
+    "cache and state of every sequence) at the copy bandwidth measured in the same run. Each row is printed "
+    "as soon as it is measured. Step times are the median of a window of W steps (after 2 warm-up steps) at "
+    "the start, the middle and the end of each output; tokens/s over the output is B / ((start + 4 middle + "
+    "end) / 6) (Simpson's rule; a step's cost is linear in its position). The start window is decoded from "
+    "the encoded source; the middle and end windows start from the state a teacher-forced prefill of random "
+    "target tokens leaves at that position (TranslationModel::prefill: the real KV caches and Mamba states "
+    "stepping through those tokens would leave, rows prefilled in groups to bound memory); a step costs the "
+    "same whichever tokens led there. --full decodes every token instead (all steps timed; tokens/s is their "
+    "sum, and the window estimate is printed beside it). Options: --quick (tiny preset, lengths 64,256, batch "
+    "1,4), --preset tiny|small|base|medium|large (small), --batch LIST, --lengths LIST, --src N (128), "
+    "--window W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default).";
 
 namespace {
 
@@ -50,66 +57,85 @@ double copy_bandwidth() {
   return 2.0 * static_cast<double>(n) * 4.0 / best;
 }
 
-struct Run {
-  std::vector<double> step_s;      // wall time of each step
-  std::vector<double> step_bytes;  // bytes the step reads (model of a memory-bound step)
-  std::map<int64_t, models::StateBytes> state_at;  // state after T steps
-  double start_s = 0;
-  double total() const {
-    double s = 0;
-    for (double x : step_s) s += x;
-    return s;
-  }
+// Bytes one step reads in the memory-bound model: the decoder weights once, the
+// KV caches and cross K/V read, the Mamba (and other recurrent) states read and written.
+double step_bytes(const models::StateBytes& sb, double weight_bytes) {
+  return weight_bytes + static_cast<double>(sb.kv_cache + sb.cross_kv + 2 * (sb.mamba + sb.recurrent));
+}
+
+// Wall time and modelled bytes of consecutive decoding steps.
+struct Trace {
+  std::vector<double> step_s, bytes;
+  std::map<int64_t, models::StateBytes> state_at;  // state after n steps of the trace (marks)
 };
 
-// One greedy decode of `steps` tokens per row (eos masked so every row runs to the end).
-Run decode(models::TranslationModel& m, const torch::Tensor& src, int64_t steps, const std::vector<int64_t>& marks) {
+// `n` greedy steps from `st`, feeding `tokens` first (eos masked, so every row
+// runs to the end).
+Trace run_steps(models::TranslationModel& m, models::InferenceState& st, torch::Tensor tokens, int64_t n,
+                double weight_bytes, const std::vector<int64_t>& marks = {}) {
   torch::NoGradGuard no_grad;
-  const auto& ids = m.context().ids;
-  const int64_t b = src.size(0);
-  const double weight_bytes = static_cast<double>(m.decoder_parameter_count()) * 4.0;
-  Run r;
-  auto t0 = Clock::now();
-  models::InferenceState st = m.start(src, torch::ones(src.sizes(), torch::kBool), steps);
-  r.start_s = since(t0);
-  torch::Tensor tokens = torch::full({b}, ids.bos, torch::kLong);
-  for (int64_t t = 0; t < steps; ++t) {
-    const models::StateBytes sb = st.bytes();
-    // Weights once per step; KV caches and cross K/V read; Mamba states read and written.
-    r.step_bytes.push_back(weight_bytes + static_cast<double>(sb.kv_cache + sb.cross_kv + 2 * sb.mamba));
-    const auto t1 = Clock::now();
+  const int64_t eos = m.context().ids.eos;
+  Trace tr;
+  for (int64_t t = 0; t < n; ++t) {
+    tr.bytes.push_back(step_bytes(st.bytes(), weight_bytes));
+    const auto t0 = Clock::now();
     torch::Tensor logits = m.step(st, tokens);
-    logits.select(1, ids.eos).fill_(-std::numeric_limits<float>::infinity());
+    logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
     tokens = logits.argmax(1);
-    r.step_s.push_back(since(t1));
-    if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) r.state_at[t + 1] = st.bytes();
+    tr.step_s.push_back(since(t0));
+    if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) tr.state_at[t + 1] = st.bytes();
   }
-  return r;
+  return tr;
 }
 
-struct Result {
-  double tok_s = 0, pred_tok_s = 0;
-  double start_ms = 0, end_ms = 0;  // per token
-  models::StateBytes state;
+// One window of steps: the median step time (robust to the other jobs on a
+// shared machine) and the mean bytes a step reads.
+struct Window {
+  double step_s = 0, bytes = 0;
 };
 
-Result summarise(const Run& r, int64_t b, int64_t len, double bandwidth) {
-  Result out;
-  double time = 0, bytes = 0;
-  for (int64_t t = 0; t < len; ++t) time += r.step_s[t], bytes += r.step_bytes[t];
-  out.tok_s = static_cast<double>(b * len) / time;
-  out.pred_tok_s = static_cast<double>(b * len) / (bytes / bandwidth);
-  // Mean step time over an eighth of the output at its start (after two warm-up
-  // steps) and at its end, per token.
-  const int64_t n = std::max<int64_t>(4, len / 8), skip = std::min<int64_t>(2, len - n);
-  double s = 0, e = 0;
-  for (int64_t t = skip; t < skip + n; ++t) s += r.step_s[t];
-  for (int64_t t = len - n; t < len; ++t) e += r.step_s[t];
-  out.start_ms = s / static_cast<double>(n) / static_cast<double>(b) * 1e3;
-  out.end_ms = e / static_cast<double>(n) / static_cast<double>(b) * 1e3;
-  out.state = r.state_at.at(len);
-  return out;
+Window window(const Trace& tr, int64_t from, int64_t n) {
+  std::vector<double> s(tr.step_s.begin() + from, tr.step_s.begin() + from + n);
+  std::sort(s.begin(), s.end());
+  Window w;
+  w.step_s = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  for (int64_t t = from; t < from + n; ++t) w.bytes += tr.bytes[t];
+  w.bytes /= static_cast<double>(n);
+  return w;
 }
+
+// Simpson's rule over the output from the start, middle and end windows: the
+// mean of a quantity that is linear (or quadratic) in the position.
+double simpson(double start, double mid, double end) { return (start + 4 * mid + end) / 6; }
+
+// The state of every row after `pos` target tokens (bos and random tokens),
+// prefilled in groups of rows whose attention scores stay under ~256 MiB.
+models::InferenceState state_at(models::TranslationModel& m, const torch::Tensor& src, const torch::Tensor& mask,
+                                int64_t pos, int64_t reserve) {
+  torch::NoGradGuard no_grad;
+  const int64_t b = src.size(0), vocab = m.vocab_size();
+  torch::manual_seed(3 + pos);
+  torch::Tensor prefix = torch::randint(5, vocab, {b, pos}, torch::kLong);
+  prefix.select(1, 0).fill_(m.context().ids.bos);
+  const double cols = static_cast<double>(src.size(1) + pos);
+  const double per_row = static_cast<double>(m.config().n_heads) * cols * cols * 4.0;
+  const int64_t group = std::clamp<int64_t>(static_cast<int64_t>((256.0 * (1 << 20)) / per_row), 1, b);
+  std::vector<models::InferenceState> parts;
+  for (int64_t r = 0; r < b; r += group) {
+    const int64_t n = std::min(group, b - r);
+    parts.push_back(m.prefill(src.narrow(0, r, n), mask.narrow(0, r, n), prefix.narrow(0, r, n), reserve));
+  }
+  return parts.size() == 1 ? std::move(parts.front()) : models::InferenceState::cat(parts);
+}
+
+// What one model measured at one target length.
+struct Result {
+  Window start, mid, end;
+  double tok_s = 0, pred_tok_s = 0;  // over the whole output
+  double window_tok_s = 0;           // --full: the window estimate, beside the all-steps figure
+  models::StateBytes state;          // after the last token
+  double setup_s = 0;                // encode / prefill time spent on the row
+};
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -119,12 +145,44 @@ std::string fmt(const char* f, double v) {
 
 std::string mb(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1 << 20)); }
 
+struct Printer {
+  std::ostream& out;
+  bool full;
+  double bw;
+  void header() const {
+    out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | ms/token start     end  end/start"
+           "  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
+        << (full ? "  window tok/s" : "") << "\n";
+    out.flush();
+  }
+  void row(const std::string& kind, int64_t len, int64_t b, const Result& r, const Result& base) const {
+    const double ratio = r.tok_s / base.tok_s, pred = r.pred_tok_s / base.pred_tok_s;
+    const double start_ms = r.start.step_s / static_cast<double>(b) * 1e3;
+    const double end_ms = r.end.step_s / static_cast<double>(b) * 1e3;
+    const int64_t dec = r.state.decoder_state();
+    const std::string state_x =
+        dec > 0 ? fmt("%.2f", static_cast<double>(base.state.decoder_state()) / static_cast<double>(dec)) : "-";
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %14.3f %7.3f %10.2f %5.2f | %6s %9s %9s %15s | "
+                  "%7.1f",
+                  kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
+                  start_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes, mb(r.state.kv_cache).c_str(),
+                  mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(), state_x.c_str(), r.setup_s);
+    out << line;
+    if (full) out << fmt(" %13.0f", r.window_tok_s);
+    out << "\n";
+    out.flush();
+  }
+};
+
 }  // namespace
 
 int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   std::string preset = "small";
   std::vector<int64_t> batches{1, 16}, lengths{256, 1024, 4096};
-  int64_t src_len = 128, threads = 0, repeat = 1;
+  int64_t src_len = 128, threads = 0, window_steps = 32;
+  bool full = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
       preset = "tiny", batches = {1, 4}, lengths = {64, 256};
@@ -138,18 +196,25 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
       src_len = parse_list(args, i, "bench decode", "--src").at(0);
     } else if (args[i] == "--threads") {
       threads = parse_list(args, i, "bench decode", "--threads").at(0);
-    } else if (args[i] == "--repeat") {
-      repeat = parse_list(args, i, "bench decode", "--repeat").at(0);
+    } else if (args[i] == "--window") {
+      window_steps = parse_list(args, i, "bench decode", "--window").at(0);
+    } else if (args[i] == "--full") {
+      full = true;
     } else {
       throw UsageError("bench decode: unknown argument '" + args[i] + "'");
     }
   }
   std::sort(lengths.begin(), lengths.end());
+  lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
+  if (lengths.front() < 16) throw UsageError("bench decode: --lengths: every length must be at least 16");
+  // Two warm-up steps before each window; every window fits in a quarter of the shortest output.
+  const int64_t warm = 2, w = std::min(window_steps, lengths.front() / 4);
   // Set explicitly even at the default: it also caps OpenMP (which OpenBLAS
   // uses) to the same count; left at its default, OpenBLAS ran one thread per
   // core, and on a busy machine its spinning threads made a gemv 10x slower.
   torch::set_num_threads(static_cast<int>(threads > 0 ? threads : torch::get_num_threads()));
   const int64_t vocab = 32000, max_len = lengths.back();
+  const auto t_begin = Clock::now();
 
   // The baseline first: every ratio is against it.
   const std::vector<std::string> kinds{"transformer", "hybrid", "mamba"};
@@ -181,44 +246,104 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "copy bandwidth: " << fmt("%.2f", bw / 1e9) << " GB/s (read + written, 256 MiB copies, best of 5)\n";
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
+  if (full)
+    out << "method: every token decoded (--full); tok/s over all steps; ms/token = median of " << w
+        << " steps after the first " << warm << " and of the last " << w << "\n";
+  else
+    out << "method: windows of " << w << " steps (median, after " << warm
+        << " warm-up steps) at the start, middle and end of each output; middle and end reached by a "
+           "teacher-forced prefill of random tokens; tok/s = B / Simpson(start, middle, end)\n";
+  out.flush();
 
+  const Printer print{out, full, bw};
   for (int64_t b : batches) {
+    const auto t_batch = Clock::now();
     torch::manual_seed(2);
     torch::Tensor src = torch::randint(5, vocab, {b, src_len}, torch::kLong);
     src.select(1, src_len - 1).fill_(ms[0]->context().ids.eos);
-    std::vector<Run> runs;
-    for (auto& m : ms) {
-      Run best;
-      for (int64_t r = 0; r < repeat; ++r) {
-        Run run = decode(*m, src, max_len, lengths);
-        if (r == 0 || run.total() < best.total()) best = std::move(run);
-      }
-      runs.push_back(std::move(best));
-    }
+    const torch::Tensor mask = torch::ones(src.sizes(), torch::kBool);
     out << "\nbatch " << b << "\n";
-    out << "model        target   tok/s  pred tok/s | x transf  pred   meas/pred | ms/token start    end  end/start |"
-           "  KV MB  Mamba MB  cross MB  state x transf\n";
-    for (int64_t len : lengths) {
-      Result base = summarise(runs[0], b, len, bw);
+    print.header();
+    // results[k][len]
+    std::vector<std::map<int64_t, Result>> results(kinds.size());
+    auto finish = [&](Result& r, int64_t len, const Trace* all) {
+      const double mean_s = simpson(r.start.step_s, r.mid.step_s, r.end.step_s);
+      const double mean_bytes = simpson(r.start.bytes, r.mid.bytes, r.end.bytes);
+      r.window_tok_s = static_cast<double>(b) / mean_s;
+      r.tok_s = r.window_tok_s;
+      r.pred_tok_s = static_cast<double>(b) / (mean_bytes / bw);
+      if (all) {
+        // Every step of the output: its real tokens/s and bytes.
+        double s = 0, bytes = 0;
+        for (int64_t t = 0; t < len; ++t) s += all->step_s[t], bytes += all->bytes[t];
+        r.tok_s = static_cast<double>(b * len) / s;
+        r.pred_tok_s = static_cast<double>(b * len) / (bytes / bw);
+      }
+    };
+    if (full) {
       for (size_t k = 0; k < kinds.size(); ++k) {
-        Result r = summarise(runs[k], b, len, bw);
-        const double ratio = r.tok_s / base.tok_s, pred = r.pred_tok_s / base.pred_tok_s;
-        const int64_t dec = r.state.decoder_state();
-        char line[512];
-        std::snprintf(line, sizeof line,
-                      "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %9.2f  | %14.3f %6.3f %9.2f  | %6s %9s %9s %15s\n",
-                      kinds[k].c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
-                      r.start_ms, r.end_ms, r.end_ms / r.start_ms, mb(r.state.kv_cache).c_str(),
-                      mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(),
-                      dec > 0 ? fmt("%.2f", static_cast<double>(base.state.decoder_state()) / static_cast<double>(dec)).c_str()
-                              : "-");
-        out << line;
+        models::TranslationModel& m = *ms[k];
+        const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
+        const auto t0 = Clock::now();
+        models::InferenceState st = m.start(src, mask, max_len);
+        const double setup = since(t0);
+        torch::Tensor bos = torch::full({b}, m.context().ids.bos, torch::kLong);
+        Trace tr = run_steps(m, st, bos, max_len, wb, lengths);
+        for (int64_t len : lengths) {
+          Result r;
+          r.start = window(tr, warm, w);
+          r.mid = window(tr, len / 2 - w / 2, w);
+          r.end = window(tr, len - w, w);
+          r.state = tr.state_at.at(len);
+          r.setup_s = setup;
+          finish(r, len, &tr);
+          results[k][len] = r;
+          print.row(kinds[k], len, b, r, results[0].at(len));
+        }
+      }
+    } else {
+      // The start of the output is the same for every length: one window per model.
+      std::vector<Window> starts;
+      std::vector<double> start_setup;
+      for (auto& mp : ms) {
+        models::TranslationModel& m = *mp;
+        const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
+        const auto t0 = Clock::now();
+        models::InferenceState st = m.start(src, mask, warm + w);
+        start_setup.push_back(since(t0));
+        torch::Tensor bos = torch::full({b}, m.context().ids.bos, torch::kLong);
+        starts.push_back(window(run_steps(m, st, bos, warm + w, wb), warm, w));
+      }
+      for (int64_t len : lengths) {
+        for (size_t k = 0; k < kinds.size(); ++k) {
+          models::TranslationModel& m = *ms[k];
+          const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
+          Result r;
+          r.start = starts[k];
+          r.setup_s = start_setup[k];
+          // A window of w steps starting at target position `from`.
+          auto at = [&](int64_t from, bool last) {
+            const auto t0 = Clock::now();
+            models::InferenceState st = state_at(m, src, mask, from - warm, len);
+            r.setup_s += since(t0);
+            torch::manual_seed(4 + from);
+            torch::Tensor next = torch::randint(5, vocab, {b}, torch::kLong);
+            Trace tr = run_steps(m, st, next, warm + w, wb);
+            if (last) r.state = st.bytes();  // after the output's last token
+            return window(tr, warm, w);
+          };
+          r.mid = at(len / 2 - w / 2, false);
+          r.end = at(len - w, true);
+          finish(r, len, nullptr);
+          results[k][len] = r;
+          print.row(kinds[k], len, b, r, results[0].at(len));
+        }
       }
     }
-    out << "encode/prefill (s):";
-    for (size_t k = 0; k < kinds.size(); ++k) out << " " << kinds[k] << " " << fmt("%.3f", runs[k].start_s);
-    out << "\n";
+    out << "batch " << b << " done in " << fmt("%.1f", since(t_batch)) << " s\n";
+    out.flush();
   }
+  out << "total " << fmt("%.1f", since(t_begin)) << " s\n";
   out.flush();
   return 0;
 }

@@ -11,8 +11,8 @@
 namespace mambamt::bench {
 
 // args: [--quick] [--preset P] [--batch 1,16] [--lengths 256,1024,4096]
-//       [--src N] [--threads N] [--repeat R]. Returns 0; throws UsageError on a
-// bad argument.
+//       [--src N] [--window W] [--full] [--threads N]. Prints each row as it is
+// measured. Returns 0; throws UsageError on a bad argument.
 int run_decode_bench(const std::vector<std::string>& args, std::ostream& out);
 
 extern const char* const kDecodeBenchHelp;
