@@ -11,10 +11,66 @@ if(MAMBAMT_USE_PCH)
     "$<$<COMPILE_LANGUAGE:CXX>:<memory$<ANGLE-R>>")
 endif()
 
-function(mambamt_use_pch target)
-  if(MAMBAMT_USE_PCH)
-    target_precompile_headers(${target} REUSE_FROM mambamt_pch)
+# Whether a source file reaches a LibTorch header, directly or through the
+# project's own headers (quoted or angled includes that resolve under the
+# repository, the file's folder or tests/). Answers are cached per file for
+# the configure run; a file whose includes change is re-scanned when CMake
+# next configures (until then it is only built slower or faster, never wrong).
+function(mambamt_reaches_torch file out)
+  get_filename_component(file "${file}" ABSOLUTE)
+  get_property(_known GLOBAL PROPERTY "MAMBAMT_TORCH:${file}" SET)
+  if(_known)
+    get_property(_v GLOBAL PROPERTY "MAMBAMT_TORCH:${file}")
+    set(${out} ${_v} PARENT_SCOPE)
+    return()
   endif()
+  set_property(GLOBAL PROPERTY "MAMBAMT_TORCH:${file}" FALSE)  # include cycles end here
+  file(STRINGS "${file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*[<\"]")
+  get_filename_component(_dir "${file}" DIRECTORY)
+  set(_r FALSE)
+  foreach(_l IN LISTS _lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*[<\"]([^>\"]+)[>\"].*" "\\1" _h "${_l}")
+    if(_h MATCHES "^(torch|ATen|c10)/")
+      set(_r TRUE)
+      break()
+    endif()
+    foreach(_base "${PROJECT_SOURCE_DIR}" "${_dir}" "${PROJECT_SOURCE_DIR}/tests")
+      if(EXISTS "${_base}/${_h}" AND NOT IS_DIRECTORY "${_base}/${_h}")
+        mambamt_reaches_torch("${_base}/${_h}" _sub)
+        if(_sub)
+          set(_r TRUE)
+        endif()
+        break()
+      endif()
+    endforeach()
+    if(_r)
+      break()
+    endif()
+  endforeach()
+  set_property(GLOBAL PROPERTY "MAMBAMT_TORCH:${file}" ${_r})
+  set(${out} ${_r} PARENT_SCOPE)
+endfunction()
+
+# The shared LibTorch PCH for the C++ files of `target` that reach LibTorch.
+# The others (configs, stores, metrics, MPI, Slurm: about half the files) are
+# compiled without it: loading the PCH costs ~8 s of CPU per file (GCC redoes
+# the header's deferred template instantiations in every file that includes
+# it), several times what those files cost on their own.
+function(mambamt_use_pch target)
+  if(NOT MAMBAMT_USE_PCH)
+    return()
+  endif()
+  target_precompile_headers(${target} REUSE_FROM mambamt_pch)
+  get_target_property(_srcs ${target} SOURCES)
+  foreach(_s IN LISTS _srcs)
+    if(NOT _s MATCHES "\\.cpp$" OR _s MATCHES "^\\$<")
+      continue()
+    endif()
+    mambamt_reaches_torch("${_s}" _torch)
+    if(NOT _torch)
+      set_source_files_properties("${_s}" PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endforeach()
 endfunction()
 
 # mambamt_library(<folder> DEPS <mambamt libs...>)
