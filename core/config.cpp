@@ -622,6 +622,11 @@ void validate(ExperimentConfig& c, const std::string& source) {
     if (d.train.empty()) fail_on({"data.corpus"}, "data.train is required for corpus " + d.corpus);
     if (d.valid.empty()) fail_on({"data.corpus"}, "data.valid is required for corpus " + d.corpus);
   }
+  // CAT-N joins whole examples on both sides; a source-only context would end
+  // up in the middle of a concatenation with no target of its own.
+  if (d.context_side == "source" && d.cat_n > 1)
+    fail_on({"data.cat_n", "data.context_side"}, "data.cat_n = " + std::to_string(d.cat_n) +
+                                                      " with data.context_side = \"source\": CAT-N needs context on both sides");
   if (d.max_example_tokens > d.max_tokens)
     fail_on({"data.max_example_tokens", "data.max_tokens"},
             "data.max_example_tokens = " + std::to_string(d.max_example_tokens) +

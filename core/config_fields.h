@@ -70,11 +70,13 @@
   X(vocab_size, int64_t, 1000, range(16, 1000000), "Joint vocabulary size, special tokens included.") \
   X(tokenizer_dir, std::string, "", any(), "Use this trained tokenizer instead of training one (sweeps set it to runs/<sweep>/tokenizer).") \
   X(context_sentences, int64_t, 0, range(0, 1000), "Document-level training: examples are windows of up to this many consecutive sentences joined by <sep> (0 = single sentences).") \
+  X(context_side, std::string, "both", one_of({"both", "source"}), \
+    "With context_sentences > 1: both = the window is translated whole (source and target sentences joined by <sep>); source = every sentence is an example whose source holds up to context_sentences - 1 preceding source sentences as context and whose target is that sentence alone.") \
   X(max_example_tokens, int64_t, 512, range(4, 1 << 20), "Token budget of one example (windows stop before exceeding it; longer sentences are dropped from training).") \
   X(cat_n, int64_t, 1, range(1, 1000), "CAT-N: each training sample is kept with probability 1 - cat_prob, else N random samples are concatenated (1 = off).") \
   X(cat_prob, double, 0.5, range(0.0, 1.0), "Probability that a sample is replaced by a CAT-N concatenation.") \
   X(max_tokens, int64_t, 4096, range(16, 1 << 24), "Tokens per batch per rank, padding included.") \
-  X(valid_passages, int64_t, 10, range(1, 1000), "Validation passages have 1 to this many sentences.") \
+  X(valid_passages, int64_t, 10, range(1, 1000), "Validation passages have 1 to this many sentences (with context_side = source, validation examples are made like the training ones).") \
   X(max_valid_examples, int64_t, 0, range(0, 100000000), "Cap on validation examples (0 = all).")
 
 #define MAMBAMT_TRAIN_FIELDS(X) \

@@ -34,9 +34,14 @@ void add_span(Example& e, const TokenizedCorpus& c, int32_t d, int32_t first, in
 std::string span_text(const Corpus& corpus, const Example& e, const std::string& sep, bool source) {
   std::string out;
   bool first = true;
+  int32_t skip = e.context;
   for (const auto& s : e.spans) {
     const auto& doc = corpus.documents.at(static_cast<size_t>(s.doc));
     for (int32_t i = s.first; i < s.first + s.count; ++i) {
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
       if (!first) out += sep;
       first = false;
       const auto& p = doc.sentences.at(static_cast<size_t>(i));
@@ -97,6 +102,30 @@ std::vector<Example> make_examples(const TokenizedCorpus& corpus, const ExampleO
              static_cast<int64_t>(s.tgt.size()) + 1 <= o.max_tokens;
     };
     for (int64_t i = 0; i < n; ++i) st.dropped_sentences += fits(sents[static_cast<size_t>(i)]) ? 0 : 1;
+    if (o.source_context) {
+      for (int64_t i = 0; i < n; ++i) {
+        const auto& cur = sents[static_cast<size_t>(i)];
+        if (!fits(cur)) continue;
+        // Reach back while the source stays within the budget. A context
+        // sentence only needs its source to fit: its target is not used.
+        int64_t src_len = static_cast<int64_t>(cur.src.size()) + 1;
+        int64_t first = i;
+        while (first > 0 && i - first + 1 < window) {
+          const int64_t ns = src_len + 1 + static_cast<int64_t>(sents[static_cast<size_t>(first - 1)].src.size());
+          if (ns > o.max_tokens) break;
+          src_len = ns;
+          --first;
+        }
+        Example e;
+        e.src.reserve(static_cast<size_t>(src_len));
+        for (int64_t k = first; k <= i; ++k) append(e.src, sents[static_cast<size_t>(k)].src, sep_id);
+        e.tgt = cur.tgt;
+        e.spans.push_back(Span{static_cast<int32_t>(d), static_cast<int32_t>(first), static_cast<int32_t>(i - first + 1)});
+        e.context = static_cast<int32_t>(i - first);
+        out.push_back(std::move(e));
+      }
+      continue;
+    }
     int64_t start = 0;
     while (start < n) {
       if (!fits(sents[static_cast<size_t>(start)])) {

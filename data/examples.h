@@ -50,7 +50,11 @@ struct Span {
 struct Example {
   std::vector<int32_t> src, tgt;  // sentences joined by <sep>; no bos/eos
   std::vector<Span> spans;        // where the sentences come from, in order
-  int64_t sentences() const;      // number of sentences joined
+  // Leading sentences of `spans` that are source-side context only: their
+  // source is in `src`, their target is not in `tgt` (ExampleOptions::
+  // source_context). 0 for examples translated whole.
+  int32_t context = 0;
+  int64_t sentences() const;      // number of sentences joined (context included)
   // Lengths as the model sees them: source + eos, bos + target.
   int64_t src_len() const { return static_cast<int64_t>(src.size()) + 1; }
   int64_t tgt_len() const { return static_cast<int64_t>(tgt.size()) + 1; }
@@ -66,6 +70,11 @@ struct ExampleOptions {
   // Sentences between window starts: 0 = the window size (non-overlapping
   // windows covering each sentence once); 1 = a window at every sentence.
   int64_t stride = 0;
+  // Source-side context instead of windows: one example per sentence, its
+  // source the sentence preceded by up to context_sentences - 1 source
+  // sentences of its document (as many as fit max_tokens), its target the
+  // sentence alone. stride is unused.
+  bool source_context = false;
 };
 
 struct ExampleStats {
@@ -116,7 +125,8 @@ std::vector<Example> extrapolation_passages(const TokenizedCorpus& corpus, int64
 int64_t longest_source(const std::vector<Example>& examples);
 
 // The text of an example's sentences (joined by `separator`) from the corpus
-// it was made from: references for evaluation.
+// it was made from: references for evaluation. Source-side context sentences
+// (Example::context) are left out of both: the text is what is translated.
 std::string source_text(const Corpus& corpus, const Example& example, const std::string& separator = " ");
 std::string target_text(const Corpus& corpus, const Example& example, const std::string& separator = " ");
 

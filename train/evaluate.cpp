@@ -195,6 +195,9 @@ std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationMo
   const int32_t sep = tok.specials().sep;
   const int64_t budget = c.data.max_example_tokens;
   const int64_t context = std::max<int64_t>(0, c.data.context_sentences - 1);
+  // Source-side context: the candidates are scored after the source context
+  // alone, with no target prefix (the model never saw one).
+  const bool source_only = c.data.context_side == "source";
   std::vector<data::Example> pairs;
   std::vector<int64_t> score_from;
   std::vector<size_t> first;  // index of each example's reference pair
@@ -209,16 +212,18 @@ std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationMo
     // Context sentences, newest first, while they fit the training budget.
     std::vector<std::vector<int32_t>> ctx_src, ctx_tgt;
     int64_t src_len = static_cast<int64_t>(src.size()) + 1, tgt_len = static_cast<int64_t>(longest) + 1;
-    const int64_t n_ctx = std::min<int64_t>(context, static_cast<int64_t>(std::min(ex.src_context.size(), ex.tgt_context.size())));
+    const size_t available = source_only ? ex.src_context.size() : std::min(ex.src_context.size(), ex.tgt_context.size());
+    const int64_t n_ctx = std::min<int64_t>(context, static_cast<int64_t>(available));
     for (int64_t k = 0; k < n_ctx; ++k) {
       const size_t i = ex.src_context.size() - 1 - static_cast<size_t>(k);
-      const size_t j = ex.tgt_context.size() - 1 - static_cast<size_t>(k);
       auto s = tok.encode(ex.src_context[i]);
-      auto t = tok.encode(ex.tgt_context[j]);
-      if (src_len + static_cast<int64_t>(s.size()) + 1 > budget || tgt_len + static_cast<int64_t>(t.size()) + 1 > budget) break;
+      auto t = source_only ? std::vector<int32_t>{} : tok.encode(ex.tgt_context[ex.tgt_context.size() - 1 - static_cast<size_t>(k)]);
+      if (src_len + static_cast<int64_t>(s.size()) + 1 > budget) break;
+      if (!source_only && tgt_len + static_cast<int64_t>(t.size()) + 1 > budget) break;
       src_len += static_cast<int64_t>(s.size()) + 1;
-      tgt_len += static_cast<int64_t>(t.size()) + 1;
       ctx_src.insert(ctx_src.begin(), std::move(s));
+      if (source_only) continue;
+      tgt_len += static_cast<int64_t>(t.size()) + 1;
       ctx_tgt.insert(ctx_tgt.begin(), std::move(t));
     }
     std::vector<int32_t> full_src, prefix;
@@ -465,7 +470,10 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
   }
 
   if (stop()) return false;
-  if (parts.extrapolation && e.extrapolation && !data.tests.empty()) {
+  const bool one_sentence_out = c.data.context_side == "source" && c.data.context_sentences > 1;
+  if (parts.extrapolation && e.extrapolation && !data.tests.empty() && one_sentence_out)
+    spdlog::info("extrapolation skipped: data.context_side = source, the model translates one sentence at a time");
+  if (parts.extrapolation && e.extrapolation && !data.tests.empty() && !one_sentence_out) {
     const TestSet& t = data.tests[0];
     // The longest source the model was trained on (CAT-N concatenations included).
     int64_t longest = data::longest_source(data.train_examples);

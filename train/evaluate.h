@@ -48,8 +48,9 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& con
 
 // Forced-decoding scores of a contrastive set: the reference and its variants
 // in the context the experiment was trained with (context_sentences - 1
-// preceding sentences, as many as fit data.max_example_tokens); only the
-// tokens of the scored sentence count.
+// preceding sentences, as many as fit data.max_example_tokens; their
+// translations as the target prefix, or none with data.context_side =
+// source); only the tokens of the scored sentence count.
 std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationModel& model,
                                                            const core::ExperimentConfig& config,
                                                            const data::Tokenizer& tokenizer,

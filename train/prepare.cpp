@@ -126,6 +126,7 @@ data::ExampleOptions example_options(const core::ExperimentConfig& c) {
   data::ExampleOptions o;
   o.context_sentences = c.data.context_sentences;
   o.max_tokens = c.data.max_example_tokens;
+  o.source_context = c.data.context_side == "source";
   return o;
 }
 
@@ -180,8 +181,13 @@ PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& sh
 
   p.valid_corpus = std::move(corpora.valid);
   if (!p.valid_corpus.documents.empty()) {
-    // The same passages for every seed, so validation scores compare across runs.
-    p.valid_examples = data::validation_passages(data::tokenize(p.valid_corpus, tok), c.data.valid_passages, sep, 1);
+    // The same passages for every seed, so validation scores compare across
+    // runs. A model with source-side context translates one sentence at a
+    // time: it is validated on examples made as its training examples are.
+    if (c.data.context_side == "source" && c.data.context_sentences > 1)
+      p.valid_examples = data::make_examples(data::tokenize(p.valid_corpus, tok), example_options(c), sep);
+    else
+      p.valid_examples = data::validation_passages(data::tokenize(p.valid_corpus, tok), c.data.valid_passages, sep, 1);
     if (c.data.max_valid_examples > 0 && static_cast<int64_t>(p.valid_examples.size()) > c.data.max_valid_examples)
       p.valid_examples.resize(static_cast<size_t>(c.data.max_valid_examples));
   }

@@ -155,6 +155,9 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
     CHECK(error_of("[data.synthetic]\nmin_sentences = 9\n") ==
           "x.toml:2:1: data.synthetic.min_sentences = 9 exceeds data.synthetic.max_sentences = 8");
     CHECK(error_of("[eval]\nbeam_size = 2\nnbest = 3\n") == "x.toml:3:1: eval.nbest = 3 exceeds eval.beam_size = 2");
+    CHECK(error_of("[data]\ncontext_sentences = 3\ncontext_side = \"source\"\ncat_n = 5\n") ==
+          "x.toml:4:1: data.cat_n = 5 with data.context_side = \"source\": CAT-N needs context on both sides");
+    CHECK(error_of("[data]\ncontext_side = \"left\"\n").find("x.toml:2:1: data.context_side") == 0);
     CHECK(error_of("[eval]\nlength_buckets = [4, 4]\n") ==
           "x.toml:2:1: eval.length_buckets must be strictly increasing");
     CHECK(error_of("[model]\nkind = \"mamba\"\nenc_plan = [\"bimamba\"]\n") ==

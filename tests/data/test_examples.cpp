@@ -99,6 +99,46 @@ TEST_CASE("document windows join consecutive sentences with the separator up to 
   CHECK(ex[2].sentences() == 3);
 }
 
+TEST_CASE("source-side context: every sentence is an example, its preceding source sentences as context") {
+  const TokenizedCorpus c = corpus_with({{3, 3, 3, 3, 3}, {2, 2}});
+  ExampleOptions o;
+  o.context_sentences = 3;
+  o.max_tokens = 100;
+  o.source_context = true;
+  auto ex = make_examples(c, o, kSep);
+  REQUIRE(ex.size() == 7);
+  // Document 0: contexts 0, 1, 2, 2, 2; document 1: 0, 1.
+  const int32_t contexts[] = {0, 1, 2, 2, 2, 0, 1};
+  for (size_t i = 0; i < ex.size(); ++i) {
+    CAPTURE(i);
+    CHECK(ex[i].context == contexts[i]);
+    CHECK(ex[i].sentences() == contexts[i] + 1);
+    // The target is the last sentence alone.
+    const size_t d = i < 5 ? 0 : 1, j = i < 5 ? i : i - 5;
+    CHECK(ex[i].tgt == c.documents[d].sentences[j].tgt);
+    REQUIRE(ex[i].spans.size() == 1);
+    CHECK(ex[i].spans[0].first + ex[i].spans[0].count == static_cast<int32_t>(j) + 1);
+  }
+  // Sentences 1, 2, 3 of document 0, joined by the separator.
+  REQUIRE(ex[3].src.size() == 11);
+  CHECK(ex[3].src[0] == 17);
+  CHECK(ex[3].src[3] == kSep);
+  CHECK(ex[3].src[4] == 27);
+  CHECK(ex[3].src[7] == kSep);
+  CHECK(ex[3].src[8] == 37);
+
+  // The budget limits the source only: src 3 + sep + 3 + eos = 8 fits 8, a
+  // third sentence does not; the target (4 + bos) is far inside it.
+  o.max_tokens = 8;
+  ex = make_examples(c, o, kSep);
+  REQUIRE(ex.size() == 7);
+  for (const auto& e : ex) {
+    CHECK(e.src_len() <= 8);
+    CHECK(e.context <= 1);
+  }
+  CHECK(ex[4].context == 1);
+}
+
 TEST_CASE("CAT-N: half the samples become concatenations of N samples") {
   const TokenizedCorpus c = random_corpus(3000, 5);
   const auto base = make_examples(c, ExampleOptions{}, kSep);
@@ -224,4 +264,10 @@ TEST_CASE("example text comes back from the corpus") {
   e.spans = {{0, 0, 2}, {1, 0, 1}};
   CHECK(source_text(c, e) == "s1 s2 s3");
   CHECK(target_text(c, e, " | ") == "t1 | t2 | t3");
+  // Source-side context is input, not text to translate or reference.
+  Example with_context;
+  with_context.spans = {{0, 0, 2}};
+  with_context.context = 1;
+  CHECK(source_text(c, with_context) == "s2");
+  CHECK(target_text(c, with_context) == "t2");
 }
