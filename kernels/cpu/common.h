@@ -62,6 +62,21 @@ struct Ops<double> {
   }
 };
 
+// a . b with 64 independent partial sums: the vectorised loop then keeps
+// several accumulator registers instead of waiting on one chain of adds.
+template <typename S>
+MAMBAMT_INLINE S dot(const S* a, const S* b, int64_t n) {
+  constexpr int64_t kw = 64;
+  S part[kw] = {};
+  int64_t i = 0;
+  for (; i + kw <= n; i += kw)
+    for (int64_t k = 0; k < kw; ++k) part[k] += a[i + k] * b[i + k];
+  S sum = 0;
+  for (; i < n; ++i) sum += a[i] * b[i];
+  for (int64_t k = 0; k < kw; ++k) sum += part[k];
+  return sum;
+}
+
 // Rows of one head are 4 KB apart or more in (B,L,H,P) tensors, a new page each,
 // where the hardware prefetchers stop; so the next block's rows are requested
 // by hand while the current block computes (on every row's cache lines).

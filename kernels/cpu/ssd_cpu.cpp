@@ -34,7 +34,7 @@ using detail::SsdBwdParams;
 using detail::SsdParams;
 using detail::SsdStepParams;
 
-constexpr int64_t T = 16;  // positions per block
+constexpr int64_t T = 32;  // positions per block
 
 constexpr int64_t kChunksPerCkpt = detail::kSsdCheckpointLen / T;
 static_assert(detail::kSsdCheckpointLen % T == 0, "checkpoints must fall on block starts");
@@ -348,223 +348,219 @@ void forward_impl(const SsdParams& p) {
 //   dC_t   = e^cs_t H0^T dY_t + sum_{s<=t} M[t,s] (dY_t.u_s) B_s
 //   dB_s   = e^(cs_T-cs_s) dH1^T u_s + sum_{t>=s} M[t,s] (dY_t.u_s) C_t
 //   dH0    = e^cs_T dH1 + sum_t e^cs_t dY_t C_t^T
-//   dcs_t  = sum_{s<t} W[t,s] - sum_{r>t} W[r,t] + C_t.dC_t(state part)
-//            - B_t.dB_t(state part) + [t = last] <dH1, H1>,
-//            W[t,s] = M[t,s] (C_t.B_s) (dY_t.u_s)
+//   dcs_t  = C_t.dC_t - B_t.dB_t + [t = last] <dH1, H1>
+//            (this head's dB, dC: the intra-block sums over s<t and r>t of
+//            W[t,s] = M[t,s] (C_t.B_s) (dY_t.u_s) are C_t.dC_t and B_t.dB_t
+//            less their common diagonal)
 //   d(dt_t A) = sum_{r>=t} dcs_r;  dx = dt du + D dY;  ddt = x.du + A d(dt A).
+// As products: with S = dY u^T,
+//   dC = (M o S) B + diag(e^cs) dY H0,   dB = (M o S)^T C + diag(e^(cs_T-cs)) u dH1,
+//   du = [diag(e^(cs_T-cs)) B | (M o CB)^T] [dH1^T ; dY]  (one product along K),
+//   dH0 = e^cs_T dH1 + (diag(e^cs) dY)^T C.
+// B and C rows of a segment are packed once per task and shared by its heads.
 
 template <typename S>
 struct BwdWork {
-  std::vector<S> Hs, XP, dY, U, UT, dHT, dU, Q1, Q2, Sm, Mcb, MS, Bs, Cs, Bpack, Cpack, Bc, acc,
-      tmp;
+  std::vector<S> Hs, XP, XT, dHTdY, AC, AB, AU, Sm, dCh, dBh, dU, Bs, tmp;
   std::vector<Decay<S>> dec;
   explicit BwdWork(const Dims& d)
-      : Hs((kChunksPerCkpt + 1) * d.P * d.Np), XP(kChunksPerCkpt * T * d.Pp),
-        dY(T * d.Pp), U(T * d.Pp), UT(d.Pp * T), dHT(d.Np * d.Pp), dU(T * d.Pp), Q1(T * d.Np), Q2(T * d.Np),
-        Sm(T * T), Mcb(T * T), MS(T * T), Bs(T * d.Np), Cs(T * d.Np), Bpack(T * d.Np),
-        Cpack(T * d.Np), Bc(T * d.Np), acc(T * d.Np), tmp(2 * d.Pp), dec(kChunksPerCkpt) {}
+      : Hs((kChunksPerCkpt + 1) * d.Pp * d.Np), XP(kChunksPerCkpt * T * d.Pp), XT(d.Pp * T),
+        dHTdY((d.Np + T) * d.Pp), AC(T * (T + d.Pp)), AB(T * (T + d.Pp)), AU(T * (d.Np + T)),
+        Sm(T * T), dCh(T * d.Np), dBh(T * d.Np), dU(T * d.Pp), Bs(T * d.Np), tmp(2 * d.Pp),
+        dec(kChunksPerCkpt) {}
 };
 
 // One checkpoint segment of one head: recompute its block-start states, then
-// run its blocks in reverse. dH (P, Np) carries the state gradient from the
-// segment's end to its start; dA_acc, dD_acc collect the head's sums.
+// run its blocks in reverse. dH (Pp, Np) carries the state gradient from the
+// segment's end to its start; Bseg, Cseg (kSsdCheckpointLen, Np) are the
+// segment's B and C rows (zero past L); dA_acc, dD_acc collect the head's sums.
 template <typename S>
 MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const Ops<S>& ops,
                                      const S* CBall, const EffectiveDt<S>& edt,
-                                     int64_t b, int64_t h, int64_t seg, S* dH, S* dA_acc,
-                                     S* dD_acc, S* dBout, S* dCout, BwdWork<S>& w) {
+                                     int64_t b, int64_t h, int64_t seg, S* dH, const S* Bseg,
+                                     const S* Cseg, S* dA_acc, S* dD_acc, S* dBout, S* dCout,
+                                     BwdWork<S>& w) {
   const Inputs<S> in{p};
   const int64_t g = h / d.hpg;
   const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
   const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
-  const int64_t PNp = d.P * d.Np;
+  const int64_t PNp = d.P * d.Np, HS = d.Pp * d.Np, ldA = T + d.Pp, ldU = d.Np + T;
+  S* dY = w.dHTdY.data() + d.Np * d.Pp;  // (T, Pp) below dH^T
+  S dA_sum = 0, dD_sum = 0;
   BlockExp<S> ex;
+  const int64_t c0 = seg * kChunksPerCkpt, nj = std::min(kChunksPerCkpt, d.nc - c0);
+  // Recompute the states at every block start of the segment, and one past its end.
   {
-    const int64_t c0 = seg * kChunksPerCkpt, nj = std::min(kChunksPerCkpt, d.nc - c0);
-    // Recompute the states at every block start of the segment, and one past its end.
-    {
-      const S* ck = static_cast<const S*>(p.checkpoints) + ((b * d.H + h) * d.nck + seg) * d.P * d.N;
-      std::fill(w.Hs.begin(), w.Hs.begin() + PNp, S(0));
-      for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(&w.Hs[pp * d.Np], ck + pp * d.N, d.N * sizeof(S));
-    }
-    for (int64_t j = 0; j < nj; ++j) {
-      const int64_t t0 = (c0 + j) * T;
-      Decay<S>& dec = w.dec[j];
-      compute_decay<S>(p, edt, b, h, t0, A, dec);
-      const int64_t len = dec.len;
-      if (j + 1 < nj) prefetch_rows(in.x(b, t0 + T, h), p.x_ls, std::min(T, d.L - t0 - T), d.P, false);
-      S* X = w.XP.data() + j * T * d.Pp;
-      for (int64_t t = 0; t < T; ++t) {
-        S* row = X + t * d.Pp;
-        std::fill(row, row + d.Pp, S(0));
-        if (t < len) std::memcpy(row, in.x(b, t0 + t, h), d.P * sizeof(S));
-      }
-      const S last = dec.cs[len - 1];
-      S f[T];
-      for (int64_t s = 0; s < len; ++s) f[s] = last - dec.cs[s];
-      ops.exp(f, f, len);
-      for (int64_t s = 0; s < len; ++s) {
-        const S* brow = in.B(b, t0 + s, g);
-        const S fs = f[s] * dec.dte[s];
-        for (int64_t n = 0; n < d.N; ++n) w.Bs[s * d.Np + n] = fs * brow[n];
-      }
-      S* H0 = w.Hs.data() + j * PNp;
-      S* H1 = H0 + PNp;
-      std::memcpy(H1, H0, PNp * sizeof(S));
-      ops.gemm(d.P, len, d.Np, X, 1, d.Pp, w.Bs.data(), d.Np, H1, d.Np, std::exp(last));
-    }
-    // The blocks of the segment in reverse.
-    for (int64_t j = nj - 1; j >= 0; --j) {
-      const int64_t c = c0 + j, t0 = c * T;
-      const Decay<S>& dec = w.dec[j];
-      const int64_t len = dec.len;
-      const S* X = w.XP.data() + j * T * d.Pp;
-      const S* H0 = w.Hs.data() + j * PNp;
-      const S* H1 = H0 + PNp;
-      if (t0 > 0) {  // the previous block's rows, needed next
-        const int64_t off = ((b * d.L + t0 - T) * d.H + h) * d.P, rs = d.H * d.P;
-        prefetch_rows(static_cast<const S*>(p.dout) + off, rs, T, d.P, false);
-        if (p.z) {
-          prefetch_rows(in.z(b, t0 - T, h), p.z_ls, T, d.P, false);
-          prefetch_rows(static_cast<const S*>(p.y_pregate) + off, rs, T, d.P, false);
-        }
-      }
-      ex.compute(ops, dec);
-      const S* E = ex.E();
-      const S* ec = ex.ec();
-      const S* eb = ex.eb();
-
-      // dY: the gradient of y before D, padding and the gate.
-      for (int64_t t = 0; t < len; ++t) {
-        const int64_t l = t0 + t;
-        const int64_t off = ((b * d.L + l) * d.H + h) * d.P;
-        const S* go = static_cast<const S*>(p.dout) + off;
-        S* dy = w.dY.data() + t * d.Pp;
-        S* dz = p.dz ? static_cast<S*>(p.dz) + off : nullptr;
-        if (!in.real(b, l)) {
-          std::fill(dy, dy + d.P, S(0));
-          if (dz) std::fill(dz, dz + d.P, S(0));
-          continue;
-        }
-        if (p.z) {
-          const S* zrow = in.z(b, l, h);
-          const S* ypre = static_cast<const S*>(p.y_pregate) + off;
-          S* sg = w.tmp.data();
-          for (int64_t pp = 0; pp < d.P; ++pp) sg[pp] = -zrow[pp];
-          ops.exp(sg, sg, d.P);
-          for (int64_t pp = 0; pp < d.P; ++pp) {
-            const S sig = S(1) / (S(1) + sg[pp]), zv = zrow[pp];
-            dy[pp] = go[pp] * zv * sig;
-            if (dz) dz[pp] = go[pp] * ypre[pp] * sig * (S(1) + zv * (S(1) - sig));
-          }
-        } else {
-          std::memcpy(dy, go, d.P * sizeof(S));
-        }
-        const S* xr = X + t * d.Pp;
-        S acc = 0;
-        for (int64_t pp = 0; pp < d.P; ++pp) acc += dy[pp] * xr[pp];
-        *dD_acc += acc;
-      }
-      for (int64_t t = len; t < T; ++t) std::fill(&w.dY[t * d.Pp], &w.dY[t * d.Pp] + d.P, S(0));
-      for (int64_t t = 0; t < T; ++t) {
-        S* u = w.U.data() + t * d.Pp;
-        const S* xr = X + t * d.Pp;
-        for (int64_t pp = 0; pp < d.P; ++pp) u[pp] = dec.dte[t] * xr[pp];
-      }
-      ops.transpose(T, d.Pp, w.U.data(), d.Pp, w.UT.data(), T);
-
-      // Contractions over P.
-      ops.gemm(len, d.P, d.Np, w.dY.data(), d.Pp, 1, H0, d.Np, w.Q1.data(), d.Np, S(0));
-      ops.gemm(len, d.P, T, w.dY.data(), d.Pp, 1, w.UT.data(), T, w.Sm.data(), T, S(0));
-      ops.gemm(len, d.P, d.Np, w.U.data(), d.Pp, 1, dH, d.Np, w.Q2.data(), d.Np, S(0));
-
-      const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
-      // E is zero above the diagonal; rows past len are never read (the
-      // products below stop at len).
-      for (int64_t i = 0; i < T * T; ++i) {
-        w.Mcb[i] = E[i] * cb[i];
-        w.MS[i] = E[i] * w.Sm[i];
-      }
-      for (int64_t t = 0; t < len; ++t) {
-        std::memcpy(&w.Bpack[t * d.Np], in.B(b, t0 + t, g), d.N * sizeof(S));
-        std::memcpy(&w.Cpack[t * d.Np], in.C(b, t0 + t, g), d.N * sizeof(S));
-        for (int64_t n = 0; n < d.N; ++n) w.Bc[t * d.Np + n] = eb[t] * w.Bpack[t * d.Np + n];
-      }
-
-      // du (T, Pp) = diag(eb) B dH1^T + (M o CB)^T dY: both products P-wide.
-      ops.transpose(d.Pp, d.Np, dH, d.Np, w.dHT.data(), d.Pp);
-      ops.gemm(len, d.N, d.Pp, w.Bc.data(), d.Np, 1, w.dHT.data(), d.Pp, w.dU.data(), d.Pp, S(0));
-      ops.gemm(len, len, d.Pp, w.Mcb.data(), 1, T, w.dY.data(), d.Pp, w.dU.data(), d.Pp, S(1));
-
-      // Gradient of the cumulative log-decay.
-      S dcs[T];
-      for (int64_t t = 0; t < len; ++t) {
-        S v = 0;
-        for (int64_t s = 0; s < t; ++s) v += w.Mcb[t * T + s] * w.Sm[t * T + s];
-        for (int64_t r = t + 1; r < len; ++r) v -= w.Mcb[r * T + t] * w.Sm[r * T + t];
-        const S* crow = in.C(b, t0 + t, g);
-        const S* brow = in.B(b, t0 + t, g);
-        const S* q1 = w.Q1.data() + t * d.Np;
-        const S* q2 = w.Q2.data() + t * d.Np;
-        S vc = 0, vb = 0;
-        for (int64_t n = 0; n < d.N; ++n) {
-          vc += crow[n] * q1[n];
-          vb += brow[n] * q2[n];
-        }
-        dcs[t] = v + ec[t] * vc - eb[t] * vb;
-      }
-      {
-        S dot = 0;
-        for (int64_t i = 0; i < PNp; ++i) dot += dH[i] * H1[i];
-        dcs[len - 1] += dot;
-      }
-      // dx, ddt, dA.
-      S dl = 0;
-      for (int64_t s = len - 1; s >= 0; --s) {
-        dl += dcs[s];
-        const int64_t l = t0 + s;
-        const S* xr = X + s * d.Pp;
-        const S* dy = w.dY.data() + s * d.Pp;
-        S* dx = static_cast<S*>(p.dx) + ((b * d.L + l) * d.H + h) * d.P;
-        S xdu = 0;
-        const S* du = w.dU.data() + s * d.Pp;
-        for (int64_t pp = 0; pp < d.P; ++pp) {
-          dx[pp] = dec.dte[s] * du[pp] + Dh * dy[pp];
-          xdu += xr[pp] * du[pp];
-        }
-        static_cast<S*>(p.ddt)[(b * d.L + l) * d.H + h] = (xdu + dl * A) * dec.grad[s];
-        *dA_acc += dl * dec.dte[s];
-      }
-      // dC and dB of the block (accumulated over the group's heads).
-      ops.gemm(len, len, d.Np, w.MS.data(), T, 1, w.Bpack.data(), d.Np, w.acc.data(), d.Np, S(0));
-      for (int64_t t = 0; t < len; ++t) {
-        S* out = dCout + ((b * d.L + t0 + t) * d.G + g) * d.N;
-        const S* a = w.acc.data() + t * d.Np;
-        const S* q1 = w.Q1.data() + t * d.Np;
-        for (int64_t n = 0; n < d.N; ++n) out[n] += a[n] + ec[t] * q1[n];
-      }
-      ops.gemm(len, len, d.Np, w.MS.data(), 1, T, w.Cpack.data(), d.Np, w.acc.data(), d.Np, S(0));
-      for (int64_t s = 0; s < len; ++s) {
-        S* out = dBout + ((b * d.L + t0 + s) * d.G + g) * d.N;
-        const S* a = w.acc.data() + s * d.Np;
-        const S* q2 = w.Q2.data() + s * d.Np;
-        for (int64_t n = 0; n < d.N; ++n) out[n] += a[n] + eb[s] * q2[n];
-      }
-      // dH0 = e^cs_last dH1 + dY^T (e^cs C).
-      for (int64_t t = 0; t < len; ++t) {
-        const S* crow = in.C(b, t0 + t, g);
-        for (int64_t n = 0; n < d.N; ++n) w.Cs[t * d.Np + n] = ec[t] * crow[n];
-      }
-      ops.gemm(d.P, len, d.Np, w.dY.data(), 1, d.Pp, w.Cs.data(), d.Np, dH, d.Np, ec[len - 1]);
-    }
+    const S* ck = static_cast<const S*>(p.checkpoints) + ((b * d.H + h) * d.nck + seg) * d.P * d.N;
+    for (int64_t pp = 0; pp < d.P; ++pp) std::memcpy(&w.Hs[pp * d.Np], ck + pp * d.N, d.N * sizeof(S));
   }
+  for (int64_t j = 0; j < nj; ++j) {
+    const int64_t t0 = (c0 + j) * T;
+    Decay<S>& dec = w.dec[j];
+    compute_decay<S>(p, edt, b, h, t0, A, dec);
+    const int64_t len = dec.len;
+    if (j + 1 < nj) prefetch_rows(in.x(b, t0 + T, h), p.x_ls, std::min(T, d.L - t0 - T), d.P, false);
+    S* X = w.XP.data() + j * T * d.Pp;
+    for (int64_t t = 0; t < len; ++t) std::memcpy(X + t * d.Pp, in.x(b, t0 + t, h), d.P * sizeof(S));
+    for (int64_t t = len; t < T; ++t) std::fill(X + t * d.Pp, X + t * d.Pp + d.P, S(0));
+    const S last = dec.cs[len - 1];
+    S f[T];
+    for (int64_t s = 0; s < len; ++s) f[s] = last - dec.cs[s];
+    ops.exp(f, f, len);
+    const S* Bb = Bseg + j * T * d.Np;
+    for (int64_t s = 0; s < len; ++s) {
+      const S fs = f[s] * dec.dte[s];
+      for (int64_t n = 0; n < d.Np; ++n) w.Bs[s * d.Np + n] = fs * Bb[s * d.Np + n];
+    }
+    const S* H0 = w.Hs.data() + j * HS;
+    S* H1 = w.Hs.data() + (j + 1) * HS;
+    std::memcpy(H1, H0, PNp * sizeof(S));
+    ops.gemm(d.P, len, d.Np, X, 1, d.Pp, w.Bs.data(), d.Np, H1, d.Np, std::exp(last));
+  }
+  // The blocks of the segment in reverse.
+  for (int64_t j = nj - 1; j >= 0; --j) {
+    const int64_t c = c0 + j, t0 = c * T;
+    const Decay<S>& dec = w.dec[j];
+    const int64_t len = dec.len;
+    const S* X = w.XP.data() + j * T * d.Pp;
+    const S* H0 = w.Hs.data() + j * HS;
+    const S* H1 = w.Hs.data() + (j + 1) * HS;
+    const S* Bb = Bseg + j * T * d.Np;
+    const S* Cb = Cseg + j * T * d.Np;
+    if (t0 > 0) {  // the previous block's rows, needed next
+      const int64_t off = ((b * d.L + t0 - T) * d.H + h) * d.P, rs = d.H * d.P;
+      prefetch_rows(static_cast<const S*>(p.dout) + off, rs, T, d.P, false);
+      if (p.z) {
+        prefetch_rows(in.z(b, t0 - T, h), p.z_ls, T, d.P, false);
+        prefetch_rows(static_cast<const S*>(p.y_pregate) + off, rs, T, d.P, false);
+      }
+    }
+    ex.compute(ops, dec);
+    const S* E = ex.E();
+    const S* ec = ex.ec();
+    const S* eb = ex.eb();
+
+    // dY (the gradient of y before D, padding and the gate) and e^cs dY.
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t l = t0 + t;
+      S* dy = dY + t * d.Pp;
+      S* edy = w.AC.data() + t * ldA + T;
+      if (t >= len || !in.real(b, l)) {
+        std::fill(dy, dy + d.P, S(0));
+        std::fill(edy, edy + d.P, S(0));
+        if (t < len && p.dz) {
+          S* dz = static_cast<S*>(p.dz) + ((b * d.L + l) * d.H + h) * d.P;
+          std::fill(dz, dz + d.P, S(0));
+        }
+        continue;
+      }
+      const int64_t off = ((b * d.L + l) * d.H + h) * d.P;
+      const S* go = static_cast<const S*>(p.dout) + off;
+      const S* xr = X + t * d.Pp;
+      const S f = ec[t];
+      if (p.z) {
+        const S* zrow = in.z(b, l, h);
+        const S* ypre = static_cast<const S*>(p.y_pregate) + off;
+        S* dz = p.dz ? static_cast<S*>(p.dz) + off : nullptr;
+        S* sg = w.tmp.data();
+        for (int64_t pp = 0; pp < d.P; ++pp) sg[pp] = -zrow[pp];
+        ops.exp(sg, sg, d.P);
+        for (int64_t pp = 0; pp < d.P; ++pp) {
+          const S sig = S(1) / (S(1) + sg[pp]), zv = zrow[pp];
+          dy[pp] = go[pp] * zv * sig;
+          if (dz) dz[pp] = go[pp] * ypre[pp] * sig * (S(1) + zv * (S(1) - sig));
+        }
+        for (int64_t pp = 0; pp < d.P; ++pp) edy[pp] = f * dy[pp];
+      } else {
+        for (int64_t pp = 0; pp < d.P; ++pp) {
+          dy[pp] = go[pp];
+          edy[pp] = f * go[pp];
+        }
+      }
+      dD_sum += dot(dy, xr, d.P);
+    }
+    // S = dY x^T (scaled by dt_s inside M o S).
+    ops.transpose(T, d.Pp, X, d.Pp, w.XT.data(), T);
+    ops.gemm(len, d.P, T, dY, d.Pp, 1, w.XT.data(), T, w.Sm.data(), T, S(0));
+
+    // Left operands: AC = [M o S | e^cs dY], AB = [(M o S)^T | e^(cs_T-cs) u],
+    // AU = [e^(cs_T-cs) B | (M o CB)^T]; zero past len.
+    const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
+    for (int64_t t = 0; t < T; ++t) {
+      S* ac = w.AC.data() + t * ldA;
+      const S* sm = w.Sm.data() + t * T;
+      if (t < len) {
+        for (int64_t s = 0; s < T; ++s) ac[s] = E[t * T + s] * sm[s] * dec.dte[s];
+      } else {
+        std::fill(ac, ac + T, S(0));
+      }
+    }
+    for (int64_t s = 0; s < T; ++s) {
+      S* ab = w.AB.data() + s * ldA;
+      S* au = w.AU.data() + s * ldU;
+      for (int64_t t = 0; t < T; ++t) {
+        ab[t] = w.AC[t * ldA + s];
+        au[d.Np + t] = E[t * T + s] * cb[t * T + s];
+      }
+      const S* xr = X + s * d.Pp;
+      const S fu = eb[s] * dec.dte[s];
+      for (int64_t pp = 0; pp < d.P; ++pp) ab[T + pp] = fu * xr[pp];
+      const S fb = s < len ? eb[s] : S(0);
+      for (int64_t n = 0; n < d.Np; ++n) au[n] = fb * Bb[s * d.Np + n];
+    }
+
+    ops.gemm(len, T, d.Np, w.AC.data(), ldA, 1, Bb, d.Np, w.dCh.data(), d.Np, S(0));
+    ops.gemm(len, d.P, d.Np, w.AC.data() + T, ldA, 1, H0, d.Np, w.dCh.data(), d.Np, S(1));
+    ops.gemm(len, T, d.Np, w.AB.data(), ldA, 1, Cb, d.Np, w.dBh.data(), d.Np, S(0));
+    ops.gemm(len, d.P, d.Np, w.AB.data() + T, ldA, 1, dH, d.Np, w.dBh.data(), d.Np, S(1));
+    ops.transpose(d.Pp, d.Np, dH, d.Np, w.dHTdY.data(), d.Pp);
+    ops.gemm(len, d.Np + T, d.Pp, w.AU.data(), ldU, 1, w.dHTdY.data(), d.Pp, w.dU.data(), d.Pp, S(0));
+
+    // Gradient of the cumulative log-decay; dC, dB of the group.
+    S dcs[T];
+    for (int64_t t = 0; t < len; ++t) {
+      const S* dc = w.dCh.data() + t * d.Np;
+      const S* db = w.dBh.data() + t * d.Np;
+      S* outc = dCout + ((b * d.L + t0 + t) * d.G + g) * d.N;
+      S* outb = dBout + ((b * d.L + t0 + t) * d.G + g) * d.N;
+      const S* crow = Cb + t * d.Np;
+      const S* brow = Bb + t * d.Np;
+      S v = 0;
+      for (int64_t n = 0; n < d.N; ++n) {
+        v += crow[n] * dc[n] - brow[n] * db[n];
+        outc[n] += dc[n];
+        outb[n] += db[n];
+      }
+      dcs[t] = v;
+    }
+    dcs[len - 1] += dot(dH, H1, PNp);
+    // dx, ddt, dA.
+    S dl = 0;
+    S* ddt = static_cast<S*>(p.ddt);
+    for (int64_t s = len - 1; s >= 0; --s) {
+      dl += dcs[s];
+      const int64_t l = t0 + s;
+      const S* dy = dY + s * d.Pp;
+      const S* du = w.dU.data() + s * d.Pp;
+      S* dx = static_cast<S*>(p.dx) + ((b * d.L + l) * d.H + h) * d.P;
+      const S dte = dec.dte[s];
+      for (int64_t pp = 0; pp < d.P; ++pp) dx[pp] = dte * du[pp] + Dh * dy[pp];
+      ddt[(b * d.L + l) * d.H + h] = (dot(X + s * d.Pp, du, d.P) + dl * A) * dec.grad[s];
+      dA_sum += dl * dte;
+    }
+    // dH0 = e^cs_last dH1 + (e^cs dY)^T C.
+    ops.gemm(d.P, len, d.Np, w.AC.data() + T, 1, ldA, Cb, d.Np, dH, d.Np, ec[len - 1]);
+  }
+  *dA_acc += dA_sum;
+  *dD_acc += dD_sum;
 }
 
 #define MAMBAMT_BWD_ARGS                                                                      \
   const SsdBwdParams &p, const Dims &d, const Ops<float> &ops, const float *CB,                  \
       const EffectiveDt<float> &edt, int64_t b, int64_t h, int64_t seg, float *dH,              \
-      float *dA_acc, float *dD_acc, float *dB, float *dC, BwdWork<float> &w
-#define MAMBAMT_BWD_CALL p, d, ops, CB, edt, b, h, seg, dH, dA_acc, dD_acc, dB, dC, w
+      const float *Bseg, const float *Cseg, float *dA_acc, float *dD_acc, float *dB, float *dC, \
+      BwdWork<float> &w
+#define MAMBAMT_BWD_CALL p, d, ops, CB, edt, b, h, seg, dH, Bseg, Cseg, dA_acc, dD_acc, dB, dC, w
 void backward_segment_base(MAMBAMT_BWD_ARGS) { backward_segment<float>(MAMBAMT_BWD_CALL); }
 #ifdef MAMBAMT_ISA_VARIANTS
 MAMBAMT_TARGET_AVX512 void backward_segment_avx512(MAMBAMT_BWD_ARGS) {
@@ -584,9 +580,10 @@ void backward_segment_any(MAMBAMT_BWD_ARGS) {
 }
 
 void backward_segment_any(const SsdBwdParams& p, const Dims& d, const Ops<double>& ops,
-                          const double* CB, const EffectiveDt<double>& edt,
-                          int64_t b, int64_t h, int64_t seg, double* dH, double* dA_acc,
-                          double* dD_acc, double* dB, double* dC, BwdWork<double>& w) {
+                          const double* CB, const EffectiveDt<double>& edt, int64_t b, int64_t h,
+                          int64_t seg, double* dH, const double* Bseg, const double* Cseg,
+                          double* dA_acc, double* dD_acc, double* dB, double* dC,
+                          BwdWork<double>& w) {
   backward_segment<double>(MAMBAMT_BWD_CALL);
 }
 
@@ -597,6 +594,7 @@ void backward_impl(const SsdBwdParams& p) {
   std::vector<S> CB;
   group_products<S>(p, d, ops, CB);
   const EffectiveDt<S> edt(p, ops);
+  const Inputs<S> in{p};
   // Tasks: (batch, group, slice of the group's heads). dB and dC sum over the
   // heads of a group, so a task owns its rows; when there are fewer (batch,
   // group) pairs than threads, the heads are split and each slice sums into its
@@ -606,13 +604,16 @@ void backward_impl(const SsdBwdParams& p) {
   const int64_t splits = std::min<int64_t>(d.hpg, std::max<int64_t>(1, (2 * threads + pairs - 1) / pairs));
   const int64_t rows = d.Bn * d.L * d.G * d.N;
   const int64_t nseg = (d.nc + kChunksPerCkpt - 1) / kChunksPerCkpt;
+  constexpr int64_t SL = detail::kSsdCheckpointLen;
   std::vector<S> extra((splits - 1) * 2 * rows, S(0));
   S* dB = static_cast<S*>(p.dB);
   S* dC = static_cast<S*>(p.dC);
   at::parallel_for(0, pairs * splits, 1, [&](int64_t begin, int64_t end) {
     BwdWork<S> w(d);
     // dH of every head of the task, (Pp, Np) with zero padding rows (transposed whole).
-    std::vector<S> dHs((d.hpg / splits + 1) * d.Pp * d.Np), acc(2 * (d.hpg / splits + 1));
+    const int64_t HS = d.Pp * d.Np;
+    std::vector<S> dHs((d.hpg / splits + 1) * HS), acc(2 * (d.hpg / splits + 1));
+    std::vector<S> Bseg(SL * d.Np), Cseg(SL * d.Np);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
       S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
@@ -626,20 +627,27 @@ void backward_impl(const SsdBwdParams& p) {
       // Segment by segment with the heads inside, so that B, C and the dB, dC
       // rows of a segment stay in cache for all the heads.
       const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
-      const int64_t nh = h1 - h0, PNp = d.Pp * d.Np;
-      std::fill(dHs.begin(), dHs.begin() + nh * PNp, S(0));
+      const int64_t nh = h1 - h0;
+      std::fill(dHs.begin(), dHs.begin() + nh * HS, S(0));
       std::fill(acc.begin(), acc.end(), S(0));
       for (int64_t h = h0; h < h1; ++h) {
         if (!p.dfinal_state) break;
         const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
         for (int64_t pp = 0; pp < d.P; ++pp)
-          std::memcpy(&dHs[(h - h0) * PNp + pp * d.Np], src + pp * d.N, d.N * sizeof(S));
+          std::memcpy(&dHs[(h - h0) * HS + pp * d.Np], src + pp * d.N, d.N * sizeof(S));
       }
-      for (int64_t seg = nseg - 1; seg >= 0; --seg)
+      for (int64_t seg = nseg - 1; seg >= 0; --seg) {
+        std::fill(Bseg.begin(), Bseg.end(), S(0));
+        std::fill(Cseg.begin(), Cseg.end(), S(0));
+        for (int64_t l = seg * SL; l < std::min(d.L, (seg + 1) * SL); ++l) {
+          std::memcpy(&Bseg[(l - seg * SL) * d.Np], in.B(b, l, g), d.N * sizeof(S));
+          std::memcpy(&Cseg[(l - seg * SL) * d.Np], in.C(b, l, g), d.N * sizeof(S));
+        }
         for (int64_t h = h0; h < h1; ++h)
-          backward_segment_any(p, d, ops, CB.data(), edt, b, h, seg,
-                               dHs.data() + (h - h0) * PNp, &acc[2 * (h - h0)],
-                               &acc[2 * (h - h0) + 1], dBt, dCt, w);
+          backward_segment_any(p, d, ops, CB.data(), edt, b, h, seg, dHs.data() + (h - h0) * HS,
+                               Bseg.data(), Cseg.data(), &acc[2 * (h - h0)], &acc[2 * (h - h0) + 1],
+                               dBt, dCt, w);
+      }
       for (int64_t h = h0; h < h1; ++h) {
         const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
         static_cast<S*>(p.dA_log_part)[b * d.H + h] = acc[2 * (h - h0)] * A;  // dA/dA_log = A
@@ -647,7 +655,7 @@ void backward_impl(const SsdBwdParams& p) {
         if (p.dinitial_state) {
           S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
           for (int64_t pp = 0; pp < d.P; ++pp)
-            std::memcpy(out + pp * d.N, &dHs[(h - h0) * PNp + pp * d.Np], d.N * sizeof(S));
+            std::memcpy(out + pp * d.N, &dHs[(h - h0) * HS + pp * d.Np], d.N * sizeof(S));
         }
       }
     }
