@@ -20,8 +20,15 @@ Command bench_command() {
   spec.description = desc;
   return {spec, [](const ParsedArgs& a) {
             const std::string& name = a.positional[0];
-            for (auto& b : bench::all())
-              if (b.name == name) return b.run(a.rest, std::cout);
+            for (auto& b : bench::all()) {
+              if (b.name != name) continue;
+              for (auto& arg : a.rest)
+                if (arg == "--help" || arg == "-h") {
+                  std::cout << "usage: mambamt bench " << b.name << " [OPTIONS]\n\n" << b.help << "\n";
+                  return 0;
+                }
+              return b.run(a.rest, std::cout);
+            }
             std::string known;
             for (auto& b : bench::all()) known += (known.empty() ? "" : ", ") + b.name;
             throw UsageError("unknown benchmark \"" + name + "\" (available: " + (known.empty() ? "none" : known) + ")");

@@ -269,7 +269,9 @@ Command translate_command() {
   };
   spec.description =
       "One sentence or passage per input line, one translation per output line (beam search with the\n"
-      "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage.";
+      "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage; a model\n"
+      "trained with data.context_side = \"source\" translates the last sentence of the line, the ones\n"
+      "before it being its context.";
   return {spec, [](const ParsedArgs& a) {
             const std::string dir = a.get("--store");
             if (dir.empty()) throw UsageError("--store DIR is required");
