@@ -2,6 +2,11 @@
 // Shared by the CPU ops' algorithm files: the typed access to the micro-kernels
 // (float: the run-time picked set; double: portable), the per-ISA variant
 // machinery and small helpers.
+#include <ATen/Parallel.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cpu/simd.h"
@@ -61,6 +66,38 @@ struct Ops<double> {
     generic::transpose<double>(rows, cols, src, lds, dst, ldd);
   }
 };
+
+// LibTorch maps every multi-megabyte tensor afresh, and the first writes to
+// it fault its pages in 4 KB at a time: ~8000 faults for a 32 MB output (15%
+// of the SSD forward here), and a TLB entry per 4 KB page, which a head's
+// rows (one per page in (B,L,H,P)) each need. Asking for transparent huge
+// pages on the output's 2 MB-aligned part, before it is written, makes that a
+// few dozen faults where the kernel grants them on request (THP "madvise");
+// elsewhere the advice is ignored.
+inline void advise_huge_pages(void* data, int64_t bytes) {
+#ifdef MADV_HUGEPAGE
+  constexpr uintptr_t k2M = uintptr_t(1) << 21;
+  if (!data || bytes < int64_t(4 * k2M)) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + k2M - 1) & ~(k2M - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) & ~(k2M - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+#endif
+}
+
+// Runs f(state, task) for every task < n on LibTorch's intra-op threads, each
+// thread with its own state = make(). Tasks are handed out one at a time from
+// a shared counter rather than in equal ranges fixed up front: on a shared
+// machine a thread that loses its core for a while then takes fewer tasks
+// instead of holding the others up at the end.
+template <typename Make, typename F>
+void parallel_tasks(int64_t n, const Make& make, const F& f) {
+  std::atomic<int64_t> next{0};
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, at::get_num_threads()));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+    auto state = make();
+    for (int64_t task; (task = next.fetch_add(1)) < n;) f(state, task);
+  });
+}
 
 // a . b with 64 independent partial sums: the vectorised loop then keeps
 // several accumulator registers instead of waiting on one chain of adds.

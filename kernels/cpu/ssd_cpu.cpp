@@ -326,16 +326,17 @@ template <typename S>
 void forward_impl(const SsdParams& p) {
   const Dims d(p);
   const Ops<S> ops;
+  const int64_t act_bytes = d.Bn * d.L * d.H * d.P * int64_t(sizeof(S));
+  advise_huge_pages(p.y, act_bytes);
+  advise_huge_pages(p.y_pregate, act_bytes);
+  advise_huge_pages(p.checkpoints, d.Bn * d.H * d.nck * d.P * d.N * int64_t(sizeof(S)));
   std::vector<S> CB;
   group_products<S>(p, d, ops, CB);
   const EffectiveDt<S> edt(p, ops);
   const int64_t hb = heads_per_task(d), nblk = (d.H + hb - 1) / hb;
-  at::parallel_for(0, d.Bn * nblk, 1, [&](int64_t begin, int64_t end) {
-    FwdWork<S> w(d, hb);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / nblk, h0 = (task % nblk) * hb, h1 = std::min(d.H, h0 + hb);
-      forward_block_any(p, d, ops, CB.data(), edt, b, h0, h1, w);
-    }
+  parallel_tasks(d.Bn * nblk, [&] { return FwdWork<S>(d, hb); }, [&](FwdWork<S>& w, int64_t task) {
+    const int64_t b = task / nblk, h0 = (task % nblk) * hb, h1 = std::min(d.H, h0 + hb);
+    forward_block_any(p, d, ops, CB.data(), edt, b, h0, h1, w);
   });
 }
 
@@ -399,7 +400,16 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
     Decay<S>& dec = w.dec[j];
     compute_decay<S>(p, edt, b, h, t0, A, dec);
     const int64_t len = dec.len;
-    if (j + 1 < nj) prefetch_rows(in.x(b, t0 + T, h), p.x_ls, std::min(T, d.L - t0 - T), d.P, false);
+    if (j + 1 < nj) {
+      prefetch_rows(in.x(b, t0 + T, h), p.x_ls, std::min(T, d.L - t0 - T), d.P, false);
+    } else {  // the reverse pass starts here
+      const int64_t off = ((b * d.L + t0) * d.H + h) * d.P, rs = d.H * d.P;
+      prefetch_rows(static_cast<const S*>(p.dout) + off, rs, len, d.P, false);
+      if (p.z) {
+        prefetch_rows(in.z(b, t0, h), p.z_ls, len, d.P, false);
+        prefetch_rows(static_cast<const S*>(p.y_pregate) + off, rs, len, d.P, false);
+      }
+    }
     S* X = w.XP.data() + j * T * d.Pp;
     for (int64_t t = 0; t < len; ++t) std::memcpy(X + t * d.Pp, in.x(b, t0 + t, h), d.P * sizeof(S));
     for (int64_t t = len; t < T; ++t) std::fill(X + t * d.Pp, X + t * d.Pp + d.P, S(0));
@@ -427,7 +437,9 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
     const S* H1 = w.Hs.data() + (j + 1) * HS;
     const S* Bb = Bseg + j * T * d.Np;
     const S* Cb = Cseg + j * T * d.Np;
-    if (t0 > 0) {  // the previous block's rows, needed next
+    if (j == 0 && h + 1 < d.H) {  // the next head starts on this segment's x rows
+      prefetch_rows(in.x(b, c0 * T, h + 1), p.x_ls, std::min(T, d.L - c0 * T), d.P, false);
+    } else if (t0 > 0) {  // the previous block's rows, needed next
       const int64_t off = ((b * d.L + t0 - T) * d.H + h) * d.P, rs = d.H * d.P;
       prefetch_rows(static_cast<const S*>(p.dout) + off, rs, T, d.P, false);
       if (p.z) {
@@ -591,6 +603,9 @@ template <typename S>
 void backward_impl(const SsdBwdParams& p) {
   const Dims d(p);
   const Ops<S> ops;
+  const int64_t act_bytes = d.Bn * d.L * d.H * d.P * int64_t(sizeof(S));
+  advise_huge_pages(p.dx, act_bytes);
+  advise_huge_pages(p.dz, act_bytes);
   std::vector<S> CB;
   group_products<S>(p, d, ops, CB);
   const EffectiveDt<S> edt(p, ops);
@@ -608,55 +623,60 @@ void backward_impl(const SsdBwdParams& p) {
   std::vector<S> extra((splits - 1) * 2 * rows, S(0));
   S* dB = static_cast<S*>(p.dB);
   S* dC = static_cast<S*>(p.dC);
-  at::parallel_for(0, pairs * splits, 1, [&](int64_t begin, int64_t end) {
-    BwdWork<S> w(d);
-    // dH of every head of the task, (Pp, Np) with zero padding rows (transposed whole).
-    const int64_t HS = d.Pp * d.Np;
-    std::vector<S> dHs((d.hpg / splits + 1) * HS), acc(2 * (d.hpg / splits + 1));
-    std::vector<S> Bseg(SL * d.Np), Cseg(SL * d.Np);
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
-      S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
-      S* dCt = sp == 0 ? dC : extra.data() + (sp - 1) * 2 * rows + rows;
-      if (sp == 0) {
-        for (int64_t l = 0; l < d.L; ++l) {
-          std::fill_n(dBt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
-          std::fill_n(dCt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
-        }
+  // Per thread: work buffers; dH of every head of a task, (Pp, Np) with zero
+  // padding rows (transposed whole); the head sums; a segment's B and C rows.
+  const int64_t HS = d.Pp * d.Np, max_heads = d.hpg / splits + 1;
+  struct Thread {
+    BwdWork<S> w;
+    std::vector<S> dHs, acc, Bseg, Cseg;
+  };
+  auto make = [&] {
+    return Thread{BwdWork<S>(d), std::vector<S>(max_heads * HS), std::vector<S>(2 * max_heads),
+                  std::vector<S>(SL * d.Np), std::vector<S>(SL * d.Np)};
+  };
+  parallel_tasks(pairs * splits, make, [&](Thread& th, int64_t task) {
+    std::vector<S>&dHs = th.dHs, &acc = th.acc, &Bseg = th.Bseg, &Cseg = th.Cseg;
+    const int64_t b = task / (d.G * splits), g = (task / splits) % d.G, sp = task % splits;
+    S* dBt = sp == 0 ? dB : extra.data() + (sp - 1) * 2 * rows;
+    S* dCt = sp == 0 ? dC : extra.data() + (sp - 1) * 2 * rows + rows;
+    if (sp == 0) {
+      for (int64_t l = 0; l < d.L; ++l) {
+        std::fill_n(dBt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
+        std::fill_n(dCt + ((b * d.L + l) * d.G + g) * d.N, d.N, S(0));
       }
-      // Segment by segment with the heads inside, so that B, C and the dB, dC
-      // rows of a segment stay in cache for all the heads.
-      const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
-      const int64_t nh = h1 - h0;
-      std::fill(dHs.begin(), dHs.begin() + nh * HS, S(0));
-      std::fill(acc.begin(), acc.end(), S(0));
-      for (int64_t h = h0; h < h1; ++h) {
-        if (!p.dfinal_state) break;
-        const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
+    }
+    // Segment by segment with the heads inside, so that B, C and the dB, dC
+    // rows of a segment stay in cache for all the heads.
+    const int64_t h0 = g * d.hpg + sp * d.hpg / splits, h1 = g * d.hpg + (sp + 1) * d.hpg / splits;
+    const int64_t nh = h1 - h0;
+    std::fill(dHs.begin(), dHs.begin() + nh * HS, S(0));
+    std::fill(acc.begin(), acc.end(), S(0));
+    for (int64_t h = h0; h < h1; ++h) {
+      if (!p.dfinal_state) break;
+      const S* src = static_cast<const S*>(p.dfinal_state) + (b * d.H + h) * d.P * d.N;
+      for (int64_t pp = 0; pp < d.P; ++pp)
+        std::memcpy(&dHs[(h - h0) * HS + pp * d.Np], src + pp * d.N, d.N * sizeof(S));
+    }
+    for (int64_t seg = nseg - 1; seg >= 0; --seg) {
+      std::fill(Bseg.begin(), Bseg.end(), S(0));
+      std::fill(Cseg.begin(), Cseg.end(), S(0));
+      for (int64_t l = seg * SL; l < std::min(d.L, (seg + 1) * SL); ++l) {
+        std::memcpy(&Bseg[(l - seg * SL) * d.Np], in.B(b, l, g), d.N * sizeof(S));
+        std::memcpy(&Cseg[(l - seg * SL) * d.Np], in.C(b, l, g), d.N * sizeof(S));
+      }
+      for (int64_t h = h0; h < h1; ++h)
+        backward_segment_any(p, d, ops, CB.data(), edt, b, h, seg, dHs.data() + (h - h0) * HS,
+                             Bseg.data(), Cseg.data(), &acc[2 * (h - h0)], &acc[2 * (h - h0) + 1],
+                             dBt, dCt, th.w);
+    }
+    for (int64_t h = h0; h < h1; ++h) {
+      const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
+      static_cast<S*>(p.dA_log_part)[b * d.H + h] = acc[2 * (h - h0)] * A;  // dA/dA_log = A
+      if (p.dD_part) static_cast<S*>(p.dD_part)[b * d.H + h] = acc[2 * (h - h0) + 1];
+      if (p.dinitial_state) {
+        S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
         for (int64_t pp = 0; pp < d.P; ++pp)
-          std::memcpy(&dHs[(h - h0) * HS + pp * d.Np], src + pp * d.N, d.N * sizeof(S));
-      }
-      for (int64_t seg = nseg - 1; seg >= 0; --seg) {
-        std::fill(Bseg.begin(), Bseg.end(), S(0));
-        std::fill(Cseg.begin(), Cseg.end(), S(0));
-        for (int64_t l = seg * SL; l < std::min(d.L, (seg + 1) * SL); ++l) {
-          std::memcpy(&Bseg[(l - seg * SL) * d.Np], in.B(b, l, g), d.N * sizeof(S));
-          std::memcpy(&Cseg[(l - seg * SL) * d.Np], in.C(b, l, g), d.N * sizeof(S));
-        }
-        for (int64_t h = h0; h < h1; ++h)
-          backward_segment_any(p, d, ops, CB.data(), edt, b, h, seg, dHs.data() + (h - h0) * HS,
-                               Bseg.data(), Cseg.data(), &acc[2 * (h - h0)], &acc[2 * (h - h0) + 1],
-                               dBt, dCt, w);
-      }
-      for (int64_t h = h0; h < h1; ++h) {
-        const S A = -std::exp(static_cast<const S*>(p.A_log)[h]);
-        static_cast<S*>(p.dA_log_part)[b * d.H + h] = acc[2 * (h - h0)] * A;  // dA/dA_log = A
-        if (p.dD_part) static_cast<S*>(p.dD_part)[b * d.H + h] = acc[2 * (h - h0) + 1];
-        if (p.dinitial_state) {
-          S* out = static_cast<S*>(p.dinitial_state) + (b * d.H + h) * d.P * d.N;
-          for (int64_t pp = 0; pp < d.P; ++pp)
-            std::memcpy(out + pp * d.N, &dHs[(h - h0) * HS + pp * d.Np], d.N * sizeof(S));
-        }
+          std::memcpy(out + pp * d.N, &dHs[(h - h0) * HS + pp * d.Np], d.N * sizeof(S));
       }
     }
   });
