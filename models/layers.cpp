@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "models/detail/decode_cpu.h"
 #include "models/detail/init.h"
 #include "models/detail/linear.h"
 
@@ -213,8 +214,12 @@ torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, 
   KvCache& c = state.self;
   append(c, k, v, torch::ones({b, 1}, torch::TensorOptions().dtype(torch::kBool).device(x.device())));
   const int64_t n = c.filled();
-  torch::Tensor y = attend(q, c.k.narrow(2, 0, n), c.v.narrow(2, 0, n), c.valid.narrow(1, 0, n).view({b, 1, 1, n}),
-                           0.0, false);
+  torch::Tensor y;
+  if (x.is_cpu() && x.scalar_type() == torch::kFloat && !torch::GradMode::is_enabled() && c.k.is_contiguous() &&
+      c.v.is_contiguous() && c.valid.is_contiguous() && detail::attend_cached_available())
+    y = detail::attend_cached(q, c.k, c.v, c.valid, n);  // reads the cache in place, once
+  else
+    y = attend(q, c.k.narrow(2, 0, n), c.v.narrow(2, 0, n), c.valid.narrow(1, 0, n).view({b, 1, 1, n}), 0.0, false);
   return detail::linear(y.view({b, options.d_model()}), out);
 }
 
@@ -261,8 +266,14 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
     torch::Tensor near = (j.view({1, 1, s}) - centre.unsqueeze(2)).abs().le(options.window() / 2);  // (B,T,S)
     allowed = allowed.logical_and(near.unsqueeze(1));
   }
-  torch::Tensor y =
-      attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training(), record ? &last_weights : nullptr);
+  torch::Tensor y;
+  const bool step = t == 1 && options.kind() != "local" && !record && !is_training() && !torch::GradMode::is_enabled();
+  if (step && x.is_cpu() && x.scalar_type() == torch::kFloat && m.k.scalar_type() == torch::kFloat &&
+      m.k.is_contiguous() && m.v.is_contiguous() && m.mask.scalar_type() == torch::kBool && m.mask.is_contiguous() &&
+      detail::attend_cached_available())
+    y = detail::attend_cached(qh, m.k, m.v, m.mask, s).unsqueeze(2);  // a decode step: K/V read once, in place
+  else
+    y = attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training(), record ? &last_weights : nullptr);
   y = detail::linear(y.transpose(1, 2).reshape({b * t, options.d_model()}), out);
   if (gate) y = y * torch::sigmoid(detail::linear(x2, gate));
   return y.view({b, t, options.d_model()});

@@ -1,10 +1,12 @@
 // Layers on their own: the Bi-Mamba encoder block in both scan directions,
-// RMSNorm, RoPE, the sliding-window cache, checkpoint averaging.
+// RMSNorm, RoPE, the sliding-window cache, checkpoint averaging, the decode
+// step's CPU fast paths.
 #include <catch2/catch.hpp>
 
 #include "core/error.h"
 #include "model_helpers.h"
 #include "models/average.h"
+#include "models/detail/decode_cpu.h"
 #include "models/layers.h"
 #include "models/mamba.h"
 
@@ -143,4 +145,33 @@ TEST_CASE("checkpoint averaging", "[models][average]") {
   wrong["embed.weight"] = torch::zeros({2, 2});
   CHECK_THROWS_WITH(load_named_tensors(*c, wrong), Catch::Contains("embed.weight"));
   CHECK_THROWS_AS(average_tensors({}), Error);
+}
+
+TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][layers]") {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(12);
+  SECTION("attention of one query over a KV cache") {
+    if (!models::detail::attend_cached_available()) return;  // the step keeps models::attend
+    for (int64_t dh : {16, 44, 64}) {
+      const int64_t b = 3, h = 2, cap = 37, n = 29;
+      torch::Tensor q = torch::randn({b, h, 1, dh}), k = torch::randn({b, h, cap, dh});
+      torch::Tensor v = torch::randn({b, h, cap, dh});
+      torch::Tensor valid = torch::rand({b, cap}).gt(0.3);
+      valid[2].zero_();  // a row without a valid column: uniform weights, as attend
+      torch::Tensor want = attend(q, k.narrow(2, 0, n), v.narrow(2, 0, n), valid.narrow(1, 0, n).view({b, 1, 1, n}),
+                                  0.0, false);
+      torch::Tensor got = models::detail::attend_cached(q, k, v, valid, n);
+      INFO("head dim " << dh);
+      CHECK(rel_err(got, want.view({b, h, dh})) <= 1e-5);
+    }
+  }
+  SECTION("x W^T for a few rows") {
+    if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
+    for (int64_t b : {2, 5, 16})
+      for (int64_t n : {1, 13, 64}) {
+        torch::Tensor x = torch::randn({b, 35}), w = torch::randn({n, 35});
+        INFO("rows " << b << ", outputs " << n);
+        CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+      }
+  }
 }

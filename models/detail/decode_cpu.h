@@ -1,0 +1,37 @@
+#pragma once
+// CPU fast paths of the decode step (internal to models/), for float32
+// without gradients. A decode step is memory-bound: it streams the weights and
+// the KV caches once per step, and these paths read each byte once at close to
+// copy bandwidth where LibTorch's general ops did not (measured on the
+// development machine, one thread, copy bandwidth 10.6 GB/s read + written):
+//   - attention of one query per row over a KV cache of 4096 columns: matmul
+//     (bmm with one query row) + masked softmax + matmul read K and V at
+//     5 GB/s at batch 16 (7 GB/s at batch 1);
+//   - y = x W^T for 2..16 rows: OpenBLAS's sgemm packs W on every call and
+//     streamed a 32000 x 352 output projection at 3.9 GB/s at batch 16 (mv
+//     already streams at copy bandwidth for one row).
+// The callers check the conditions (available(), dtypes, contiguity) and keep
+// the LibTorch ops otherwise; results equal those ops up to float rounding.
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace mambamt::models::detail {
+
+// Whether this CPU runs attend_cached (AVX2 and FMA).
+bool attend_cached_available();
+// Whether this CPU runs small_batch_linear (AVX-512F).
+bool small_batch_linear_available();
+
+// One query per (row, head) over the first n columns of a KV cache:
+//   q (B,H,Dh), k, v (B,H,cap,Dh) contiguous float32, valid (B,cap) bool
+//   -> (B,H,Dh) = softmax(q k^T / sqrt(Dh), invalid columns masked) v
+// As models::attend: a row without a valid column gets uniform weights.
+torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& valid, int64_t n);
+
+// x (B,K) float32 with 2 <= B <= 16, w (N,K) contiguous float32 -> (B,N) = x w^T,
+// reading w once.
+torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
+
+}  // namespace mambamt::models::detail
