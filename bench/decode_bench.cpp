@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -25,7 +26,8 @@ const char* const kDecodeBenchHelp =
     "the start of the output, decoder-state memory (KV cache against Mamba states), as ratios to the "
     "Transformer, next to the ratios predicted by the bytes each step reads (decoder weights once, every "
     "cache and state of every sequence) at the copy bandwidth measured in the same run. Each row is printed "
-    "as soon as it is measured. Step times are the median of a window of W steps (after 2 warm-up steps) at "
+    "as soon as it is measured. The three models decode in turns of 4 steps each, so that other jobs on the "
+    "machine slow them alike. Step times are the median of a window of W steps (after 2 warm-up steps) at "
     "the start, the middle and the end of each output; tokens/s over the output is B / ((start + 4 middle + "
     "end) / 6) (Simpson's rule; a step's cost is linear in its position). The start window is decoded from "
     "the encoded source; the middle and end windows start from the state a teacher-forced prefill of random "
@@ -69,23 +71,39 @@ struct Trace {
   std::map<int64_t, models::StateBytes> state_at;  // state after n steps of the trace (marks)
 };
 
-// `n` greedy steps from `st`, feeding `tokens` first (eos masked, so every row
-// runs to the end).
-Trace run_steps(models::TranslationModel& m, models::InferenceState& st, torch::Tensor tokens, int64_t n,
-                double weight_bytes, const std::vector<int64_t>& marks = {}) {
+// One model being decoded: its state, the tokens it feeds next, its trace.
+struct Decoding {
+  models::TranslationModel* model = nullptr;
+  models::InferenceState state;
+  torch::Tensor tokens;  // (B) fed by the next step
+  double weight_bytes = 0;
+  Trace trace;
+};
+
+// `n` greedy steps (eos masked, so every row runs to the end) of every model
+// in turns of `turn` steps each, so that the other jobs of a shared machine
+// load all models alike and their ratios hold. The states after `marks` steps
+// go to state_at; after each turn `reached(t)` is told how many steps every
+// model has made.
+void decode_in_turns(std::vector<Decoding>& ds, int64_t n, int64_t turn, const std::vector<int64_t>& marks = {},
+                     const std::function<void(int64_t)>& reached = {}) {
   torch::NoGradGuard no_grad;
-  const int64_t eos = m.context().ids.eos;
-  Trace tr;
-  for (int64_t t = 0; t < n; ++t) {
-    tr.bytes.push_back(step_bytes(st.bytes(), weight_bytes));
-    const auto t0 = Clock::now();
-    torch::Tensor logits = m.step(st, tokens);
-    logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
-    tokens = logits.argmax(1);
-    tr.step_s.push_back(since(t0));
-    if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) tr.state_at[t + 1] = st.bytes();
+  for (int64_t t0 = 0; t0 < n; t0 += turn) {
+    const int64_t t1 = std::min(n, t0 + turn);
+    for (Decoding& d : ds) {
+      const int64_t eos = d.model->context().ids.eos;
+      for (int64_t t = t0; t < t1; ++t) {
+        d.trace.bytes.push_back(step_bytes(d.state.bytes(), d.weight_bytes));
+        const auto start = Clock::now();
+        torch::Tensor logits = d.model->step(d.state, d.tokens);
+        logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
+        d.tokens = logits.argmax(1);
+        d.trace.step_s.push_back(since(start));
+        if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) d.trace.state_at[t + 1] = d.state.bytes();
+      }
+    }
+    if (reached) reached(t1);
   }
-  return tr;
 }
 
 // One window of steps: the median step time (robust to the other jobs on a
@@ -150,24 +168,25 @@ struct Printer {
   bool full;
   double bw;
   void header() const {
-    out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | ms/token start     end  end/start"
-           "  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
+    out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | ms/token start     mid     end  "
+           "end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
         << (full ? "  window tok/s" : "") << "\n";
     out.flush();
   }
   void row(const std::string& kind, int64_t len, int64_t b, const Result& r, const Result& base) const {
     const double ratio = r.tok_s / base.tok_s, pred = r.pred_tok_s / base.pred_tok_s;
     const double start_ms = r.start.step_s / static_cast<double>(b) * 1e3;
+    const double mid_ms = r.mid.step_s / static_cast<double>(b) * 1e3;
     const double end_ms = r.end.step_s / static_cast<double>(b) * 1e3;
     const int64_t dec = r.state.decoder_state();
     const std::string state_x =
         dec > 0 ? fmt("%.2f", static_cast<double>(base.state.decoder_state()) / static_cast<double>(dec)) : "-";
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %14.3f %7.3f %10.2f %5.2f | %6s %9s %9s %15s | "
-                  "%7.1f",
+                  "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %14.3f %7.3f %7.3f %10.2f %5.2f | %6s %9s %9s "
+                  "%15s | %7.1f",
                   kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
-                  start_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes, mb(r.state.kv_cache).c_str(),
+                  start_ms, mid_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes, mb(r.state.kv_cache).c_str(),
                   mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(), state_x.c_str(), r.setup_s);
     out << line;
     if (full) out << fmt(" %13.0f", r.window_tok_s);
@@ -209,6 +228,8 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   if (lengths.front() < 16) throw UsageError("bench decode: --lengths: every length must be at least 16");
   // Two warm-up steps before each window; every window fits in a quarter of the shortest output.
   const int64_t warm = 2, w = std::min(window_steps, lengths.front() / 4);
+  // Steps each model makes before the next one takes its turn.
+  const int64_t turn = 4;
   // Set explicitly even at the default: it also caps OpenMP (which OpenBLAS
   // uses) to the same count; left at its default, OpenBLAS ran one thread per
   // core, and on a busy machine its spinning threads made a gemv 10x slower.
@@ -280,63 +301,81 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
         r.pred_tok_s = static_cast<double>(b * len) / (bytes / bw);
       }
     };
+    auto decoding = [&](size_t k) {
+      Decoding d;
+      d.model = ms[k].get();
+      d.weight_bytes = static_cast<double>(d.model->decoder_parameter_count()) * 4.0;
+      return d;
+    };
     if (full) {
+      std::vector<Decoding> ds;
+      std::vector<double> setup;
       for (size_t k = 0; k < kinds.size(); ++k) {
-        models::TranslationModel& m = *ms[k];
-        const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
+        ds.push_back(decoding(k));
         const auto t0 = Clock::now();
-        models::InferenceState st = m.start(src, mask, max_len);
-        const double setup = since(t0);
-        torch::Tensor bos = torch::full({b}, m.context().ids.bos, torch::kLong);
-        Trace tr = run_steps(m, st, bos, max_len, wb, lengths);
-        for (int64_t len : lengths) {
-          Result r;
-          r.start = window(tr, warm, w);
-          r.mid = window(tr, len / 2 - w / 2, w);
-          r.end = window(tr, len - w, w);
-          r.state = tr.state_at.at(len);
-          r.setup_s = setup;
-          finish(r, len, &tr);
-          results[k][len] = r;
-          print.row(kinds[k], len, b, r, results[0].at(len));
-        }
+        ds.back().state = ms[k]->start(src, mask, max_len);
+        setup.push_back(since(t0));
+        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
       }
+      size_t next = 0;  // the next length to print
+      decode_in_turns(ds, max_len, turn, lengths, [&](int64_t done) {
+        for (; next < lengths.size() && lengths[next] <= done; ++next) {
+          const int64_t len = lengths[next];
+          for (size_t k = 0; k < kinds.size(); ++k) {
+            const Trace& tr = ds[k].trace;
+            Result r;
+            r.start = window(tr, warm, w);
+            r.mid = window(tr, len / 2 - w / 2, w);
+            r.end = window(tr, len - w, w);
+            r.state = tr.state_at.at(len);
+            r.setup_s = setup[k];
+            finish(r, len, &tr);
+            results[k][len] = r;
+            print.row(kinds[k], len, b, r, results[0].at(len));
+          }
+        }
+      });
     } else {
       // The start of the output is the same for every length: one window per model.
-      std::vector<Window> starts;
+      std::vector<Decoding> ds;
       std::vector<double> start_setup;
-      for (auto& mp : ms) {
-        models::TranslationModel& m = *mp;
-        const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        ds.push_back(decoding(k));
         const auto t0 = Clock::now();
-        models::InferenceState st = m.start(src, mask, warm + w);
+        ds.back().state = ms[k]->start(src, mask, warm + w);
         start_setup.push_back(since(t0));
-        torch::Tensor bos = torch::full({b}, m.context().ids.bos, torch::kLong);
-        starts.push_back(window(run_steps(m, st, bos, warm + w, wb), warm, w));
+        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
       }
+      decode_in_turns(ds, warm + w, turn);
+      std::vector<Window> starts;
+      for (const Decoding& d : ds) starts.push_back(window(d.trace, warm, w));
+      ds.clear();
       for (int64_t len : lengths) {
-        for (size_t k = 0; k < kinds.size(); ++k) {
-          models::TranslationModel& m = *ms[k];
-          const double wb = static_cast<double>(m.decoder_parameter_count()) * 4.0;
-          Result r;
-          r.start = starts[k];
-          r.setup_s = start_setup[k];
-          // A window of w steps starting at target position `from`.
-          auto at = [&](int64_t from, bool last) {
+        std::vector<Result> rs(kinds.size());
+        for (size_t k = 0; k < kinds.size(); ++k) rs[k].start = starts[k], rs[k].setup_s = start_setup[k];
+        // A window of w steps from target position `from` for every model.
+        auto at = [&](int64_t from, bool last) {
+          std::vector<Decoding> ds;
+          for (size_t k = 0; k < kinds.size(); ++k) {
+            ds.push_back(decoding(k));
             const auto t0 = Clock::now();
-            models::InferenceState st = state_at(m, src, mask, from - warm, len);
-            r.setup_s += since(t0);
+            ds.back().state = state_at(*ms[k], src, mask, from - warm, len);
+            rs[k].setup_s += since(t0);
             torch::manual_seed(4 + from);
-            torch::Tensor next = torch::randint(5, vocab, {b}, torch::kLong);
-            Trace tr = run_steps(m, st, next, warm + w, wb);
-            if (last) r.state = st.bytes();  // after the output's last token
-            return window(tr, warm, w);
-          };
-          r.mid = at(len / 2 - w / 2, false);
-          r.end = at(len - w, true);
-          finish(r, len, nullptr);
-          results[k][len] = r;
-          print.row(kinds[k], len, b, r, results[0].at(len));
+            ds.back().tokens = torch::randint(5, vocab, {b}, torch::kLong);
+          }
+          decode_in_turns(ds, warm + w, turn);
+          for (size_t k = 0; k < kinds.size(); ++k) {
+            (last ? rs[k].end : rs[k].mid) = window(ds[k].trace, warm, w);
+            if (last) rs[k].state = ds[k].state.bytes();  // after the output's last token
+          }
+        };
+        at(len / 2 - w / 2, false);
+        at(len - w, true);
+        for (size_t k = 0; k < kinds.size(); ++k) {
+          finish(rs[k], len, nullptr);
+          results[k][len] = rs[k];
+          print.row(kinds[k], len, b, rs[k], results[0].at(len));
         }
       }
     }

@@ -1,0 +1,72 @@
+// `mambamt bench decode` on the tiny preset with short outputs, windowed and
+// --full: every model's row at every length, with sane values. The timings
+// themselves are not asserted (tests never assert on wall-clock time).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/decode_bench.h"
+#include "core/error.h"
+
+namespace {
+
+// The numbers of the row of `model` at `target` (the "|" separators dropped).
+std::vector<double> row(const std::string& out, const std::string& model, int target) {
+  std::smatch m;
+  const std::regex line("\n" + model + " +" + std::to_string(target) + " ([^\n]*)");
+  REQUIRE(std::regex_search(out, m, line));
+  std::istringstream in(std::regex_replace(m[1].str(), std::regex("\\|"), " "));
+  std::vector<double> v;
+  std::string word;
+  while (in >> word) v.push_back(word == "-" ? NAN : std::stod(word));
+  return v;
+}
+
+std::string run(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  REQUIRE(mambamt::bench::run_decode_bench(args, out) == 0);
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("bench decode prints a row per model and length with sane values", "[bench]") {
+  for (const bool full : {false, true}) {
+    SECTION(full ? "--full" : "windows") {
+      std::vector<std::string> args{"--quick", "--batch", "2", "--lengths", "24,48", "--threads", "1"};
+      if (full) args.push_back("--full");
+      const std::string out = run(args);
+      INFO(out);
+      CHECK(out.find(full ? "method: every token decoded" : "method: windows of 6 steps") != std::string::npos);
+      CHECK(out.find("\nbatch 2\n") != std::string::npos);
+      CHECK(out.find("\ntotal ") != std::string::npos);
+      for (int target : {24, 48}) {
+        // tok/s, pred, x transf, pred, meas/pred, start, mid, end, end/start, pred, KV, Mamba, cross, state x, setup
+        const std::vector<double> t = row(out, "transformer", target);
+        REQUIRE(t.size() == (full ? 16u : 15u));
+        CHECK(t[2] == 1.0);
+        CHECK(t[3] == 1.0);
+        CHECK(t[13] == 1.0);
+        CHECK(t[11] == 0.0);  // no Mamba state
+        for (const std::string model : {"hybrid", "mamba"}) {
+          const std::vector<double> r = row(out, model, target);
+          REQUIRE(r.size() == t.size());
+          for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) CHECK(r[i] > 0);
+          if (model == "mamba") CHECK(r[10] == 0.0);  // no KV cache
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("bench decode rejects bad arguments", "[bench]") {
+  std::ostringstream out;
+  CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--lengths", "8"}, out), mambamt::UsageError);
+  CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--window", "0"}, out), mambamt::UsageError);
+  CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--nope"}, out), mambamt::UsageError);
+  CHECK(out.str().empty());
+}
