@@ -26,17 +26,18 @@ const char* const kDecodeBenchHelp =
     "the start of the output, decoder-state memory (KV cache against Mamba states), as ratios to the "
     "Transformer, next to the ratios predicted by the bytes each step reads (decoder weights once, every "
     "cache and state of every sequence) at the copy bandwidth measured in the same run. Each row is printed "
-    "as soon as it is measured. The three models decode in turns of 4 steps each, so that other jobs on the "
-    "machine slow them alike. Step times are the median of a window of W steps (after 2 warm-up steps) at "
-    "the start, the middle and the end of each output; tokens/s over the output is B / ((start + 4 middle + "
-    "end) / 6) (Simpson's rule; a step's cost is linear in its position). The start window is decoded from "
-    "the encoded source; the middle and end windows start from the state a teacher-forced prefill of random "
-    "target tokens leaves at that position (TranslationModel::prefill: the real KV caches and Mamba states "
-    "stepping through those tokens would leave, rows prefilled in groups to bound memory); a step costs the "
-    "same whichever tokens led there. --full decodes every token instead (all steps timed; tokens/s is their "
-    "sum, and the window estimate is printed beside it). Options: --quick (tiny preset, lengths 64,256, batch "
-    "1,4), --preset tiny|small|base|medium|large (small), --batch LIST, --lengths LIST, --src N (128), "
-    "--window W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default).";
+    "as soon as it is measured. Step times are the median of a window of W steps (after 2 warm-up steps) "
+    "at the start, the middle and the end of each output; the nine windows of a length (three models, three "
+    "places) decode in turns of 4 steps each, so that other jobs on the machine slow them alike. Tokens/s "
+    "over the output is B / ((start + 4 middle + end) / 6) (Simpson's rule; a step's cost is linear in its "
+    "position). Shortcut: the start window is decoded from the encoded source, but the middle and end "
+    "windows start from the state a teacher-forced prefill of random target tokens leaves at that position "
+    "(TranslationModel::prefill: the real KV caches and Mamba states that stepping through those tokens "
+    "leaves, rows prefilled in groups to bound memory); a step costs the same whichever tokens led there. "
+    "--full decodes every token instead (the three models in turns of 4 steps; tokens/s over all steps, the "
+    "window estimate printed beside it). Options: --quick (tiny preset, lengths 64,256, batch 1,4), --preset "
+    "tiny|small|base|medium|large (small), --batch LIST, --lengths LIST (each >= 16), --src N (128), --window "
+    "W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default).";
 
 namespace {
 
@@ -336,46 +337,38 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
         }
       });
     } else {
-      // The start of the output is the same for every length: one window per model.
-      std::vector<Decoding> ds;
-      std::vector<double> start_setup;
-      for (size_t k = 0; k < kinds.size(); ++k) {
-        ds.push_back(decoding(k));
-        const auto t0 = Clock::now();
-        ds.back().state = ms[k]->start(src, mask, warm + w);
-        start_setup.push_back(since(t0));
-        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
-      }
-      decode_in_turns(ds, warm + w, turn);
-      std::vector<Window> starts;
-      for (const Decoding& d : ds) starts.push_back(window(d.trace, warm, w));
-      ds.clear();
       for (int64_t len : lengths) {
+        // Every model at the start, middle and end of the output, all nine
+        // decoding in turns: the ratios between models and between the ends of
+        // one output are measured under the same load.
         std::vector<Result> rs(kinds.size());
-        for (size_t k = 0; k < kinds.size(); ++k) rs[k].start = starts[k], rs[k].setup_s = start_setup[k];
-        // A window of w steps from target position `from` for every model.
-        auto at = [&](int64_t from, bool last) {
-          std::vector<Decoding> ds;
-          for (size_t k = 0; k < kinds.size(); ++k) {
+        std::vector<Decoding> ds;
+        const std::vector<int64_t> froms{warm, len / 2 - w / 2, len - w};  // first timed step of each window
+        for (size_t k = 0; k < kinds.size(); ++k)
+          for (int64_t from : froms) {
             ds.push_back(decoding(k));
+            Decoding& d = ds.back();
             const auto t0 = Clock::now();
-            ds.back().state = state_at(*ms[k], src, mask, from - warm, len);
+            if (from == warm) {
+              d.state = ms[k]->start(src, mask, warm + w);
+              d.tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
+            } else {
+              d.state = state_at(*ms[k], src, mask, from - warm, len);
+              torch::manual_seed(4 + from);
+              d.tokens = torch::randint(5, vocab, {b}, torch::kLong);
+            }
             rs[k].setup_s += since(t0);
-            torch::manual_seed(4 + from);
-            ds.back().tokens = torch::randint(5, vocab, {b}, torch::kLong);
           }
-          decode_in_turns(ds, warm + w, turn);
-          for (size_t k = 0; k < kinds.size(); ++k) {
-            (last ? rs[k].end : rs[k].mid) = window(ds[k].trace, warm, w);
-            if (last) rs[k].state = ds[k].state.bytes();  // after the output's last token
-          }
-        };
-        at(len / 2 - w / 2, false);
-        at(len - w, true);
+        decode_in_turns(ds, warm + w, turn);
         for (size_t k = 0; k < kinds.size(); ++k) {
-          finish(rs[k], len, nullptr);
-          results[k][len] = rs[k];
-          print.row(kinds[k], len, b, rs[k], results[0].at(len));
+          Result& r = rs[k];
+          r.start = window(ds[3 * k].trace, warm, w);
+          r.mid = window(ds[3 * k + 1].trace, warm, w);
+          r.end = window(ds[3 * k + 2].trace, warm, w);
+          r.state = ds[3 * k + 2].state.bytes();  // after the output's last token
+          finish(r, len, nullptr);
+          results[k][len] = r;
+          print.row(kinds[k], len, b, r, results[0].at(len));
         }
       }
     }
