@@ -125,6 +125,28 @@ TEST_CASE("ssd_scan float64 matches the reference, forward and gradients", "[ker
   }
 }
 
+// The CPU kernel splits its work by batch row, group and heads, and splits a
+// group's heads further when there are fewer (batch, group) pairs than
+// threads (each slice sums dB, dC apart): the tests above run on LibTorch's
+// default thread count, which is 1 on a machine it sees as one core.
+TEST_CASE("ssd_scan float64 matches the reference on 2 threads", "[kernels]") {
+  torch::manual_seed(16);
+  struct Threads {
+    const int saved = torch::get_num_threads();
+    Threads() { torch::set_num_threads(2); }
+    ~Threads() { torch::set_num_threads(saved); }
+  } two_threads;
+  const double tol = 1e-9;
+  SECTION("one (batch, group) pair: heads split") {
+    check_against_reference({1, 37, 4, 8, 1, 6}, Flags{}, torch::kDouble, tol, tol);
+  }
+  SECTION("several pairs, padding") {
+    Flags f;
+    f.mask = true;
+    check_against_reference({3, 41, 6, 5, 3, 7}, f, torch::kDouble, tol, tol);
+  }
+}
+
 TEST_CASE("ssd_scan float32 within tolerance of the float64 reference", "[kernels]") {
   torch::manual_seed(12);
   Flags wide;
