@@ -128,7 +128,7 @@ Window window(const Trace& tr, int64_t from, int64_t n) {
 double simpson(double start, double mid, double end) { return (start + 4 * mid + end) / 6; }
 
 // The state of every row after `pos` target tokens (bos and random tokens),
-// prefilled in groups of rows whose attention scores stay under ~256 MiB.
+// prefilled in groups of rows whose attention scores (B,H,L,L) stay under ~256 MiB.
 models::InferenceState state_at(models::TranslationModel& m, const torch::Tensor& src, const torch::Tensor& mask,
                                 int64_t pos, int64_t reserve) {
   torch::NoGradGuard no_grad;
@@ -167,7 +167,6 @@ std::string mb(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / 
 struct Printer {
   std::ostream& out;
   bool full;
-  double bw;
   void header() const {
     out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | ms/token start     mid     end  "
            "end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
@@ -187,8 +186,8 @@ struct Printer {
                   "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %14.3f %7.3f %7.3f %10.2f %5.2f | %6s %9s %9s "
                   "%15s | %7.1f",
                   kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
-                  start_ms, mid_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes, mb(r.state.kv_cache).c_str(),
-                  mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(), state_x.c_str(), r.setup_s);
+                  start_ms, mid_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes,
+                  mb(r.state.kv_cache).c_str(), mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(), state_x.c_str(), r.setup_s);
     out << line;
     if (full) out << fmt(" %13.0f", r.window_tok_s);
     out << "\n";
@@ -269,15 +268,18 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   if (full)
-    out << "method: every token decoded (--full); tok/s over all steps; ms/token = median of " << w
-        << " steps after the first " << warm << " and of the last " << w << "\n";
+    out << "method: every token decoded (--full), the three models in turns of " << turn
+        << " steps; tok/s over all steps; ms/token = median of " << w << " steps after the first " << warm
+        << ", in the middle and at the end\n";
   else
     out << "method: windows of " << w << " steps (median, after " << warm
-        << " warm-up steps) at the start, middle and end of each output; middle and end reached by a "
-           "teacher-forced prefill of random tokens; tok/s = B / Simpson(start, middle, end)\n";
+        << " warm-up steps) at the start, middle and end of each output, the nine windows of a length decoded "
+           "in turns of "
+        << turn << " steps; middle and end reached by a teacher-forced prefill of random tokens; tok/s = B / "
+                   "Simpson(start, middle, end)\n";
   out.flush();
 
-  const Printer print{out, full, bw};
+  const Printer print{out, full};
   for (int64_t b : batches) {
     const auto t_batch = Clock::now();
     torch::manual_seed(2);
