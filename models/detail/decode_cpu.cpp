@@ -1,13 +1,17 @@
 #include "models/detail/decode_cpu.h"
 
 #include <ATen/Parallel.h>
+#if defined(__x86_64__) || defined(__i386__)
+#define MAMBAMT_DECODE_X86 1
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace mambamt::models::detail {
+#ifdef MAMBAMT_DECODE_X86
 namespace {
 
 // ------------------------------------------------------------------ attention (AVX2 + FMA)
@@ -159,4 +163,17 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   return yt.narrow(1, 0, b).t().contiguous();
 }
 
+#else  // not x86: the callers keep the LibTorch ops
+
+bool attend_cached_available() { return false; }
+bool small_batch_linear_available() { return false; }
+torch::Tensor attend_cached(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                            int64_t) {
+  TORCH_CHECK(false, "attend_cached: x86 only");
+}
+torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
+  TORCH_CHECK(false, "small_batch_linear: x86 only");
+}
+
+#endif
 }  // namespace mambamt::models::detail
