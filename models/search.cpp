@@ -25,53 +25,90 @@ double normalise(double log_prob, int64_t length, double penalty) {
   return log_prob / std::pow(static_cast<double>(std::max<int64_t>(length, 1)), penalty);
 }
 
-// Log-probabilities (R,V) float32 of the step's logits; eos banned before min_length.
-torch::Tensor step_log_probs(const torch::Tensor& logits, int64_t t, const SearchOptions& o, int64_t eos) {
+// Log-probabilities (R,V) float32 of the step's logits; eos banned in the rows
+// whose output position (0 = the first token after the forced prefix) is
+// below min_length.
+torch::Tensor step_log_probs(const torch::Tensor& logits, const std::vector<int64_t>& position, const SearchOptions& o,
+                             int64_t eos) {
   torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat), -1);
-  if (t < o.min_length) lp.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
+  if (o.min_length <= 0) return lp;
+  std::vector<int64_t> ban;
+  for (size_t r = 0; r < position.size(); ++r)
+    if (position[r] < o.min_length) ban.push_back(static_cast<int64_t>(r));
+  if (ban.size() == position.size()) {
+    lp.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
+  } else if (!ban.empty()) {
+    torch::Tensor rows = torch::tensor(ban, torch::kLong).to(lp.device());
+    lp.index_put_({rows, eos}, -std::numeric_limits<float>::infinity());
+  }
   return lp;
 }
 
-void check_inputs(const torch::Tensor& src, const SearchOptions& o) {
+void check_inputs(const torch::Tensor& src, const SearchOptions& o, const Prefixes& prefixes) {
   TORCH_CHECK(src.dim() == 2, "search: src must be (B,S)");
   TORCH_CHECK(o.beam_size >= 1, "search: beam_size must be >= 1");
   TORCH_CHECK(o.nbest >= 1 && o.nbest <= o.beam_size, "search: nbest must be in [1, beam_size]");
+  TORCH_CHECK(prefixes.empty() || static_cast<int64_t>(prefixes.size()) == src.size(0), "search: ", prefixes.size(),
+              " prefixes for ", src.size(0), " sources");
+}
+
+// Forced prefix length of each source (0 without prefixes).
+std::vector<int64_t> prefix_lengths(const Prefixes& prefixes, int64_t b) {
+  std::vector<int64_t> out(static_cast<size_t>(b), 0);
+  for (size_t i = 0; i < prefixes.size(); ++i) out[i] = static_cast<int64_t>(prefixes[i].size());
+  return out;
+}
+
+// Target positions to reserve in the state: the longest prefix plus output.
+int64_t reserve_for(const std::vector<int64_t>& max_len, const std::vector<int64_t>& plen) {
+  int64_t longest = 1;
+  for (size_t i = 0; i < max_len.size(); ++i) longest = std::max(longest, max_len[i] + plen[i]);
+  return longest;
 }
 
 }  // namespace
 
 std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                                      const SearchOptions& o) {
-  check_inputs(src, o);
+                                      const SearchOptions& o, const Prefixes& prefixes) {
+  check_inputs(src, o, prefixes);
   EvalModeGuard eval(model);
   torch::NoGradGuard no_grad;
   const TokenIds& ids = model.context().ids;
   const int64_t b = src.size(0);
   torch::Tensor mask = src_mask.defined() ? src_mask.to(torch::kBool) : src.ne(ids.pad);
   std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
-  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
+  const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
 
-  InferenceState st = model.start(src, mask, longest);
+  InferenceState st = model.start(src, mask, reserve_for(max_len, plen));
   std::vector<Hypothesis> out(static_cast<size_t>(b));
   std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
   for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = i;
   std::vector<char> live(static_cast<size_t>(b), 1);  // row still decoding (rows stay when !compact)
   torch::Tensor tokens = torch::full({b}, ids.bos, src.options().dtype(torch::kLong));
+  std::vector<int64_t> position(static_cast<size_t>(b));
 
   for (int64_t t = 0;; ++t) {
-    torch::Tensor lp = step_log_probs(model.step(st, tokens), t, o, ids.eos);
+    for (size_t r = 0; r < rows.size(); ++r) position[r] = t - plen[static_cast<size_t>(rows[r])];
+    torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);
     auto best = lp.max(1);
     torch::Tensor best_lp = std::get<0>(best).to(torch::kCPU, torch::kDouble);
     torch::Tensor best_tok = std::get<1>(best).to(torch::kCPU, torch::kLong);
     auto lpa = best_lp.accessor<double, 1>();
     auto tka = best_tok.accessor<int64_t, 1>();
-    const int64_t length = t + 1;
+    std::vector<int64_t> next(rows.size());  // the token each row is fed next
     std::vector<int64_t> keep;  // live rows after this step
     for (size_t r = 0; r < rows.size(); ++r) {
+      next[r] = tka[static_cast<int64_t>(r)];
       if (!live[r]) continue;
       const size_t src_id = static_cast<size_t>(rows[r]);
+      if (t < plen[src_id]) {  // still in the forced prefix
+        next[r] = prefixes[src_id][static_cast<size_t>(t)];
+        keep.push_back(static_cast<int64_t>(r));
+        continue;
+      }
+      const int64_t length = t + 1 - plen[src_id];
       Hypothesis& h = out[src_id];
-      const int64_t tok = tka[static_cast<int64_t>(r)];
+      const int64_t tok = next[r];
       h.log_prob += lpa[static_cast<int64_t>(r)];
       if (tok == ids.eos)
         h.finished = true;
@@ -88,30 +125,34 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
     if (o.compact && keep.size() != rows.size()) {
       torch::Tensor index = torch::tensor(keep, torch::kLong);
       st.reorder(index.to(src.device()));
-      best_tok = best_tok.index_select(0, index);
-      std::vector<int64_t> kept;
-      for (int64_t r : keep) kept.push_back(rows[static_cast<size_t>(r)]);
+      std::vector<int64_t> kept, kept_next;
+      for (int64_t r : keep) {
+        kept.push_back(rows[static_cast<size_t>(r)]);
+        kept_next.push_back(next[static_cast<size_t>(r)]);
+      }
       rows = std::move(kept);
+      next = std::move(kept_next);
       live.assign(rows.size(), 1);
+      position.resize(rows.size());
     }
-    tokens = best_tok.to(src.device());
+    tokens = torch::tensor(next, torch::kLong).to(src.device());
   }
   return out;
 }
 
 std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                               const SearchOptions& o) {
-  check_inputs(src, o);
+                               const SearchOptions& o, const Prefixes& prefixes) {
+  check_inputs(src, o, prefixes);
   EvalModeGuard eval(model);
   torch::NoGradGuard no_grad;
   const TokenIds& ids = model.context().ids;
   const int64_t b = src.size(0), k = o.beam_size;
   torch::Tensor mask = src_mask.defined() ? src_mask.to(torch::kBool) : src.ne(ids.pad);
   std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
-  const int64_t longest = *std::max_element(max_len.begin(), max_len.end());
+  const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
   auto dev = src.device();
 
-  InferenceState st = model.start(src, mask, longest);
+  InferenceState st = model.start(src, mask, reserve_for(max_len, plen));
   st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
 
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(b));
@@ -126,7 +167,9 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
 
   for (int64_t t = 0; !active.empty(); ++t) {
     const int64_t a = static_cast<int64_t>(active.size());
-    torch::Tensor lp = step_log_probs(model.step(st, tokens), t, o, ids.eos);  // (A*k, V)
+    std::vector<int64_t> position(static_cast<size_t>(a * k));
+    for (int64_t s = 0; s < a * k; ++s) position[static_cast<size_t>(s)] = t - plen[static_cast<size_t>(active[static_cast<size_t>(s / k)])];
+    torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);  // (A*k, V)
     const int64_t v = lp.size(1);
     torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(dev).view({a * k, 1});
     torch::Tensor cand = (lp.to(torch::kDouble) + sc).view({a, k * v});
@@ -134,7 +177,6 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
     torch::Tensor top_sc = std::get<0>(top).to(torch::kCPU), top_ix = std::get<1>(top).to(torch::kCPU);
     auto sca = top_sc.accessor<double, 2>();
     auto ixa = top_ix.accessor<int64_t, 2>();
-    const int64_t length = t + 1;
 
     std::vector<int64_t> index;      // state rows of the next step
     std::vector<int64_t> next_tok;
@@ -155,6 +197,20 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
         }
         continue;
       }
+      const int64_t forced = plen[static_cast<size_t>(src_id)];
+      if (t < forced) {
+        // In the forced prefix: beam 0 is fed the next prefix token, unscored;
+        // the other beams stay dead.
+        next_active.push_back(src_id);
+        for (int64_t j = 0; j < k; ++j) {
+          index.push_back(s * k);
+          next_tok.push_back(prefixes[static_cast<size_t>(src_id)][static_cast<size_t>(t)]);
+          next_scores.push_back(j == 0 ? scores[static_cast<size_t>(s * k)] : kNegInf);
+          next_hist.emplace_back();
+        }
+        continue;
+      }
+      const int64_t length = t + 1 - forced;  // output tokens, this one included
       std::vector<std::pair<int64_t, int64_t>> beams;  // (row, token)
       std::vector<double> beam_scores;
       for (int64_t j = 0; j < top_sc.size(1); ++j) {
@@ -228,10 +284,10 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
 }
 
 std::vector<NBest> translate(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                             const SearchOptions& o) {
-  if (o.beam_size > 1) return beam_search(model, src, src_mask, o);
+                             const SearchOptions& o, const Prefixes& prefixes) {
+  if (o.beam_size > 1) return beam_search(model, src, src_mask, o, prefixes);
   std::vector<NBest> out;
-  for (Hypothesis& h : greedy_search(model, src, src_mask, o)) out.push_back(NBest{std::move(h)});
+  for (Hypothesis& h : greedy_search(model, src, src_mask, o, prefixes)) out.push_back(NBest{std::move(h)});
   return out;
 }
 

@@ -43,19 +43,27 @@ struct Hypothesis {
 // Best first; at most nbest entries.
 using NBest = std::vector<Hypothesis>;
 
+// Forced target prefixes: empty, or one token list per row of src (after the
+// bos; an empty list forces nothing). A row's prefix is fed before anything
+// is generated; its tokens are neither returned in Hypothesis::tokens nor
+// scored, and lengths (the maximum, min_length, the length penalty) count
+// from its end. Document-level models translate a sentence after their own
+// translations of the sentences before it this way.
+using Prefixes = std::vector<std::vector<int64_t>>;
+
 // Greedy search: one hypothesis per row of src (B,S) / src_mask (B,S).
 std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                                      const SearchOptions& options);
+                                      const SearchOptions& options, const Prefixes& prefixes = {});
 
 // Batched beam search: beam_size hypotheses per source, a source is done when
 // beam_size hypotheses have ended with eos (or at its maximum length). With
 // beam_size 1 it returns greedy_search's hypotheses.
 std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                               const SearchOptions& options);
+                               const SearchOptions& options, const Prefixes& prefixes = {});
 
 // greedy_search when beam_size == 1, else beam_search.
 std::vector<NBest> translate(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
-                             const SearchOptions& options);
+                             const SearchOptions& options, const Prefixes& prefixes = {});
 
 // Forced decoding: log p(tgt_out[b,t] | src, tgt_in[b,:t+1]) as (B,T) float32,
 // 0 at padding (tgt_mask false). The batch layout of model.h plus tgt_out.

@@ -242,6 +242,75 @@ TEST_CASE("beam hypotheses score what forced decoding says", "[models][search]")
   }
 }
 
+TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models][search]") {
+  const int64_t vocab = 8;  // eos is likely, so outputs end at different lengths
+  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
+  // Prefixes of different lengths in one batch; row 1 has none.
+  const Prefixes prefixes{{5, 6, 4}, {}, {7, 5, 5, 6, 4}};
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "rnnsearch"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      SearchOptions o;
+      o.max_len_a = 1.0;
+      o.max_len_b = 3;
+      o.length_penalty = 0.6;
+      for (int64_t beam : {1, 3}) {
+        o.beam_size = beam;
+        auto out = translate(*m, batch.src, batch.src_mask, o, prefixes);
+        auto plain = translate(*m, batch.src, batch.src_mask, o);
+        REQUIRE(out.size() == 3);
+        // No prefix: the same as a search without prefixes.
+        CHECK(out[1][0].tokens == plain[1][0].tokens);
+        CHECK(out[1][0].log_prob == Approx(plain[1][0].log_prob).epsilon(1e-6));
+        for (size_t b = 0; b < out.size(); ++b) {
+          INFO("beam " << beam << ", row " << b);
+          const Hypothesis& h = out[b][0];
+          const auto& prefix = prefixes[b];
+          // The same row searched alone gives the same hypothesis.
+          TestBatch r = batch.row(static_cast<int64_t>(b));
+          auto alone = translate(*m, r.src, r.src_mask, o, Prefixes{prefix});
+          CHECK(alone[0][0].tokens == h.tokens);
+          // The output's length limit counts from the end of the prefix.
+          const int64_t out_len = static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
+          CHECK(out_len <= batch.src_len[b] + 3);
+          // Forced decoding of bos + prefix + output: the log-probability of
+          // the output (and its eos) after the prefix is the hypothesis's.
+          std::vector<int64_t> in{2}, target = prefix;
+          in.insert(in.end(), prefix.begin(), prefix.end());
+          in.insert(in.end(), h.tokens.begin(), h.tokens.end());
+          target.insert(target.end(), h.tokens.begin(), h.tokens.end());
+          if (h.finished)
+            target.push_back(3);
+          else
+            in.pop_back();
+          const int64_t len = static_cast<int64_t>(target.size());
+          const int64_t p = static_cast<int64_t>(prefix.size());
+          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
+          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
+          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
+          torch::Tensor lp = token_log_probs(*m, r.src, r.src_mask, tin, tout, tmask);
+          CHECK(lp.narrow(1, p, len - p).sum().item<double>() == Approx(h.log_prob).epsilon(1e-4));
+          CHECK(h.score == Approx(h.log_prob / std::pow(static_cast<double>(len - p), 0.6)).epsilon(1e-9));
+          if (beam == 1) {
+            // Greedy: every output token is the argmax after the prefix and the tokens before it.
+            torch::Tensor logits = m->forward(r.src, r.src_mask, tin, tmask);
+            torch::Tensor best = logits.argmax(-1).squeeze(0);
+            for (int64_t t = p; t < len; ++t) CHECK(best[t].item<int64_t>() == target[static_cast<size_t>(t)]);
+          }
+        }
+      }
+      // min_length counts output tokens, not prefix tokens.
+      o.min_length = 3;
+      o.max_len_b = 5;
+      for (int64_t beam : {1, 3}) {
+        o.beam_size = beam;
+        for (const NBest& nb : translate(*m, batch.src, batch.src_mask, o, prefixes))
+          CHECK(nb[0].tokens.size() >= 3);
+      }
+    }
+  }
+}
+
 TEST_CASE("min_length forbids eos and the maximum length holds", "[models][search]") {
   const int64_t vocab = 6;  // eos is likely at every step
   TestBatch batch = make_batch({3, 5}, {2, 2}, vocab, 9);
