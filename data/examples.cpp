@@ -126,35 +126,38 @@ std::vector<Example> make_examples(const TokenizedCorpus& corpus, const ExampleO
       }
       continue;
     }
-    int64_t start = 0;
-    while (start < n) {
-      if (!fits(sents[static_cast<size_t>(start)])) {
-        ++start;
-        continue;
+    const int64_t smallest = o.multi_resolution ? 1 : window;
+    for (int64_t size = smallest; size <= window; ++size) {
+      int64_t start = 0;
+      while (start < n) {
+        if (!fits(sents[static_cast<size_t>(start)])) {
+          ++start;
+          continue;
+        }
+        // Grow the window while it stays within the budget.
+        int64_t src_len = static_cast<int64_t>(sents[static_cast<size_t>(start)].src.size()) + 1;
+        int64_t tgt_len = static_cast<int64_t>(sents[static_cast<size_t>(start)].tgt.size()) + 1;
+        int64_t end = start + 1;
+        while (end < n && end - start < size) {
+          const auto& s = sents[static_cast<size_t>(end)];
+          const int64_t ns = src_len + 1 + static_cast<int64_t>(s.src.size());
+          const int64_t nt = tgt_len + 1 + static_cast<int64_t>(s.tgt.size());
+          if (ns > o.max_tokens || nt > o.max_tokens) break;
+          src_len = ns;
+          tgt_len = nt;
+          ++end;
+        }
+        Example e;
+        e.src.reserve(static_cast<size_t>(src_len));
+        e.tgt.reserve(static_cast<size_t>(tgt_len));
+        add_span(e, corpus, static_cast<int32_t>(d), static_cast<int32_t>(start), static_cast<int32_t>(end - start),
+                 sep_id);
+        out.push_back(std::move(e));
+        // A sliding window that reaches the end of the document ends it: the
+        // later windows would be parts of this one.
+        if (!o.multi_resolution && o.stride > 0 && end >= n) break;
+        start = o.stride > 0 && !o.multi_resolution ? start + o.stride : end;
       }
-      // Grow the window while it stays within the budget.
-      int64_t src_len = static_cast<int64_t>(sents[static_cast<size_t>(start)].src.size()) + 1;
-      int64_t tgt_len = static_cast<int64_t>(sents[static_cast<size_t>(start)].tgt.size()) + 1;
-      int64_t end = start + 1;
-      while (end < n && end - start < window) {
-        const auto& s = sents[static_cast<size_t>(end)];
-        const int64_t ns = src_len + 1 + static_cast<int64_t>(s.src.size());
-        const int64_t nt = tgt_len + 1 + static_cast<int64_t>(s.tgt.size());
-        if (ns > o.max_tokens || nt > o.max_tokens) break;
-        src_len = ns;
-        tgt_len = nt;
-        ++end;
-      }
-      Example e;
-      e.src.reserve(static_cast<size_t>(src_len));
-      e.tgt.reserve(static_cast<size_t>(tgt_len));
-      add_span(e, corpus, static_cast<int32_t>(d), static_cast<int32_t>(start), static_cast<int32_t>(end - start),
-               sep_id);
-      out.push_back(std::move(e));
-      // A sliding window that reaches the end of the document ends it: the
-      // later windows would be parts of this one.
-      if (o.stride > 0 && end >= n) break;
-      start = o.stride > 0 ? start + o.stride : end;
     }
   }
   st.examples = static_cast<int64_t>(out.size());

@@ -75,6 +75,11 @@ struct ExampleOptions {
   // sentences of its document (as many as fit max_tokens), its target the
   // sentence alone. stride is unused.
   bool source_context = false;
+  // Multi-resolution windows: every document is split once for each window
+  // size from 1 to context_sentences (non-overlapping windows of that size,
+  // stride unused), so each sentence is in context_sentences examples: alone,
+  // and in a window of every larger size. Ignored with source_context.
+  bool multi_resolution = false;
 };
 
 struct ExampleStats {

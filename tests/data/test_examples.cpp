@@ -99,6 +99,41 @@ TEST_CASE("document windows join consecutive sentences with the separator up to 
   CHECK(ex[2].sentences() == 3);
 }
 
+TEST_CASE("multi-resolution windows: every document split at each window size from 1 to the context size") {
+  const TokenizedCorpus c = corpus_with({{3, 3, 3, 3, 3}, {2, 2}});
+  ExampleOptions o;
+  o.context_sentences = 3;
+  o.max_tokens = 100;
+  o.multi_resolution = true;
+  o.stride = 1;  // unused with multi_resolution
+  auto ex = make_examples(c, o, kSep);
+  // Document 0: sizes 1 (5 windows), 2 (2+2+1), 3 (3+2); document 1: 1 (2), 2 (1), 3 (1).
+  const std::vector<std::pair<int32_t, int32_t>> want = {{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {0, 2}, {2, 2},
+                                                         {4, 1}, {0, 3}, {3, 2}, {0, 1}, {1, 1}, {0, 2}, {0, 2}};
+  REQUIRE(ex.size() == want.size());
+  std::map<std::pair<int32_t, int32_t>, int> seen;  // (doc, sentence) -> examples holding it
+  for (size_t i = 0; i < ex.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(ex[i].spans.size() == 1);
+    CHECK(ex[i].spans[0].doc == (i < 10 ? 0 : 1));
+    CHECK(ex[i].spans[0].first == want[i].first);
+    CHECK(ex[i].spans[0].count == want[i].second);
+    CHECK(ex[i].context == 0);
+    const int64_t len = i < 10 ? 3 : 2;  // sentence length of the document
+    CHECK(ex[i].src_len() == (len + 1) * want[i].second);  // each sentence and a sep (the last one's is the eos)
+    for (int32_t j = 0; j < ex[i].spans[0].count; ++j) ++seen[{ex[i].spans[0].doc, ex[i].spans[0].first + j}];
+  }
+  // Each sentence is in one example per size: alone, in a 2- and in a
+  // 3-window (document 1's 2- and 3-windows are the same pair).
+  for (auto& [key, n] : seen) CHECK(n == 3);
+  // The budget still bounds every window: 2 sentences fit 10 tokens, 3 do not.
+  o.max_tokens = 10;
+  for (const auto& e : make_examples(c, o, kSep)) {
+    CHECK(e.src_len() <= 10);
+    CHECK(e.tgt_len() <= 10);
+  }
+}
+
 TEST_CASE("source-side context: every sentence is an example, its preceding source sentences as context") {
   const TokenizedCorpus c = corpus_with({{3, 3, 3, 3, 3}, {2, 2}});
   ExampleOptions o;
