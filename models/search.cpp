@@ -168,7 +168,8 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   for (int64_t t = 0; !active.empty(); ++t) {
     const int64_t a = static_cast<int64_t>(active.size());
     std::vector<int64_t> position(static_cast<size_t>(a * k));
-    for (int64_t s = 0; s < a * k; ++s) position[static_cast<size_t>(s)] = t - plen[static_cast<size_t>(active[static_cast<size_t>(s / k)])];
+    for (int64_t s = 0; s < a * k; ++s)
+      position[static_cast<size_t>(s)] = t - plen[static_cast<size_t>(active[static_cast<size_t>(s / k)])];
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);  // (A*k, V)
     const int64_t v = lp.size(1);
     torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(dev).view({a * k, 1});
