@@ -21,6 +21,7 @@
 #include "core/signals.h"
 #include "core/store.h"
 #include "train/experiment.h"
+#include "train/prepare.h"
 #include "train/translate.h"
 
 namespace fs = std::filesystem;
@@ -271,7 +272,10 @@ Command translate_command() {
       "One sentence or passage per input line, one translation per output line (beam search with the\n"
       "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage; a model\n"
       "trained with data.context_side = \"source\" translates the last sentence of the line, the ones\n"
-      "before it being its context.";
+      "before it being its context. A model trained on windows with eval.doc_decode = \"sentences\" reads\n"
+      "one sentence per line and a blank line between documents, and translates each sentence after the\n"
+      "ones before it in its document (their source, and its own translations of them as target prefix).\n"
+      "--batch then counts lines of whole documents.";
   return {spec, [](const ParsedArgs& a) {
             const std::string dir = a.get("--store");
             if (dir.empty()) throw UsageError("--store DIR is required");
@@ -293,9 +297,12 @@ Command translate_command() {
               std::cout.flush();
               lines.clear();
             };
+            // In-context translation needs whole documents: flush at their ends only.
+            const bool documents = train::translates_in_context(exp.config);
             for (std::string line; std::getline(std::cin, line);) {
               lines.push_back(line);
-              if (static_cast<long>(lines.size()) >= batch) flush();
+              const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+              if (static_cast<long>(lines.size()) >= batch && (!documents || blank)) flush();
             }
             flush();
             return 0;

@@ -627,6 +627,13 @@ void validate(ExperimentConfig& c, const std::string& source) {
   if (d.context_side == "source" && d.cat_n > 1)
     fail_on({"data.cat_n", "data.context_side"}, "data.cat_n = " + std::to_string(d.cat_n) +
                                                       " with data.context_side = \"source\": CAT-N needs context on both sides");
+  if (d.multi_resolution && (d.context_sentences < 2 || d.context_side != "both"))
+    fail_on({"data.multi_resolution", "data.context_sentences", "data.context_side"},
+            "data.multi_resolution needs windows: data.context_sentences > 1 and data.context_side = \"both\"");
+  if (d.sentence_steps > 0 && d.context_sentences < 2)
+    fail_on({"data.sentence_steps", "data.context_sentences"},
+            "data.sentence_steps = " + std::to_string(d.sentence_steps) +
+                " needs document-level examples to move on to: data.context_sentences > 1");
   if (d.max_example_tokens > d.max_tokens)
     fail_on({"data.max_example_tokens", "data.max_tokens"},
             "data.max_example_tokens = " + std::to_string(d.max_example_tokens) +

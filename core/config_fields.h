@@ -72,6 +72,10 @@
   X(context_sentences, int64_t, 0, range(0, 1000), "Document-level training: examples are windows of up to this many consecutive sentences joined by <sep> (0 = single sentences).") \
   X(context_side, std::string, "both", one_of({"both", "source"}), \
     "With context_sentences > 1: both = the window is translated whole (source and target sentences joined by <sep>); source = every sentence is an example whose source holds up to context_sentences - 1 preceding source sentences as context and whose target is that sentence alone.") \
+  X(multi_resolution, bool, false, any(), \
+    "With context_sentences > 1 and context_side = both: every document is split into windows of each size from 1 to context_sentences (so every sentence is trained on alone, and in windows of every size), instead of windows of context_sentences only: the multi-resolution training of document-to-document models.") \
+  X(sentence_steps, int64_t, 0, range(0, 1000000000), \
+    "Two-stage document-level training in one run: the first N updates train on single sentences, the later ones on the examples of context_sentences (windows, or source-side context); 0 = those from the start. Needs context_sentences > 1.") \
   X(max_example_tokens, int64_t, 512, range(4, 1 << 20), "Token budget of one example (windows stop before exceeding it; longer sentences are dropped from training).") \
   X(cat_n, int64_t, 1, range(1, 1000), "CAT-N: each training sample is kept with probability 1 - cat_prob, else N random samples are concatenated (1 = off).") \
   X(cat_prob, double, 0.5, range(0.0, 1.0), "Probability that a sample is replaced by a CAT-N concatenation.") \
@@ -110,6 +114,8 @@
   X(length_penalty, double, 1.0, range(0.0, 10.0), "Beam scores are divided by length^length_penalty.") \
   X(max_len_a, double, 1.5, range(0.0, 100.0), "Maximum output length = max_len_a * source length + max_len_b.") \
   X(max_len_b, int64_t, 10, range(0, 100000), "See max_len_a.") \
+  X(doc_decode, std::string, "passages", one_of({"passages", "sentences"}), \
+    "Test sets of a model trained on windows (context_sentences > 1, context_side = both): passages = each window is translated whole (BLEU over windows); sentences = the documents are translated one sentence at a time, each after up to context_sentences - 1 preceding source sentences with the model's own translations of them forced as the target prefix (BLEU over single sentences). Other models translate their test examples whole either way.") \
   X(nbest, int64_t, 1, range(1, 256), "Hypotheses kept per input (<= beam_size).") \
   X(batch_tokens, int64_t, 4096, range(16, 1 << 24), "Source tokens per decoding batch.") \
   X(bleu_tokenize, std::string, "13a", one_of({"13a", "intl", "none"}), "sacreBLEU tokenizer.") \

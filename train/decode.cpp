@@ -1,7 +1,9 @@
 #include "train/decode.h"
 
+#include <algorithm>
 #include <chrono>
 
+#include "core/error.h"
 #include "data/batching.h"
 #include "train/trainer.h"
 
@@ -52,9 +54,12 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
                                                      const std::vector<data::Example>& examples,
                                                      const data::SpecialIds& ids, const models::SearchOptions& search,
                                                      int64_t batch_tokens, const torch::Device& device, bool bf16,
-                                                     DecodeStats* stats) {
+                                                     DecodeStats* stats, const models::Prefixes* prefixes) {
   std::vector<std::vector<int64_t>> out(examples.size());
   if (examples.empty()) return out;
+  if (prefixes && prefixes->size() != examples.size())
+    throw Error("translate_examples: " + std::to_string(prefixes->size()) + " prefixes for " +
+                std::to_string(examples.size()) + " examples");
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(device, bf16);
   // Only the source matters here, but the batch plan counts targets too: plan
@@ -64,7 +69,10 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
   for (auto& b : eval_batches(sources, batch_tokens)) {
     data::Batch batch = eval_collate(sources, b, ids, device);
     const auto t0 = Clock::now();
-    std::vector<models::NBest> res = models::translate(model, batch.src, batch.src_mask, search);
+    models::Prefixes batch_prefixes;
+    if (prefixes)
+      for (int64_t i : b) batch_prefixes.push_back((*prefixes)[static_cast<size_t>(i)]);
+    std::vector<models::NBest> res = models::translate(model, batch.src, batch.src_mask, search, batch_prefixes);
     if (device.is_cuda()) torch::cuda::synchronize();
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     for (size_t r = 0; r < b.size(); ++r) {
@@ -74,6 +82,80 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
     }
     if (stats) stats->seconds += secs;
   }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> translate_in_context(models::TranslationModel& model,
+                                                       const data::TokenizedCorpus& corpus,
+                                                       const std::vector<data::Example>& examples, int64_t context,
+                                                       int64_t max_tokens, const data::SpecialIds& ids,
+                                                       const models::SearchOptions& search, int64_t batch_tokens,
+                                                       const torch::Device& device, bool bf16, DecodeStats* stats) {
+  // The last sentence to translate in each document.
+  std::vector<int32_t> last(corpus.documents.size(), -1);
+  int32_t rounds = 0;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const auto& e = examples[i];
+    if (e.spans.size() != 1 || e.spans[0].count != 1 || e.context != 0)
+      throw Error("translate_in_context: example " + std::to_string(i) + " is not a single sentence");
+    const data::Span& sp = e.spans[0];
+    if (sp.doc < 0 || static_cast<size_t>(sp.doc) >= corpus.documents.size() || sp.first < 0 ||
+        static_cast<size_t>(sp.first) >= corpus.documents[static_cast<size_t>(sp.doc)].sentences.size())
+      throw Error("translate_in_context: example " + std::to_string(i) + " names no sentence of the corpus");
+    last[static_cast<size_t>(sp.doc)] = std::max(last[static_cast<size_t>(sp.doc)], sp.first);
+    rounds = std::max(rounds, sp.first + 1);
+  }
+  std::vector<std::vector<std::vector<int64_t>>> done(corpus.documents.size());  // [doc][sentence]
+  // Round r translates sentence r of every document, after the translations
+  // of rounds r-context .. r-1.
+  for (int32_t r = 0; r < rounds; ++r) {
+    std::vector<data::Example> batch;
+    models::Prefixes prefixes;
+    std::vector<size_t> docs;
+    for (size_t d = 0; d < corpus.documents.size(); ++d) {
+      if (last[d] < r) continue;
+      const auto& sents = corpus.documents[d].sentences;
+      const auto& cur = sents[static_cast<size_t>(r)];
+      int64_t src_len = static_cast<int64_t>(cur.src.size()) + 1;
+      int64_t tgt_len = 1 + static_cast<int64_t>(cur.src.size()) + 1;  // bos, the sentence (estimated), eos
+      int32_t first = r;
+      while (first > 0 && r - first < context) {
+        const auto& s = sents[static_cast<size_t>(first - 1)].src;
+        const auto& t = done[d][static_cast<size_t>(first - 1)];
+        const int64_t ns = src_len + static_cast<int64_t>(s.size()) + 1;
+        const int64_t nt = tgt_len + static_cast<int64_t>(t.size()) + 1;
+        if (ns > max_tokens || nt > max_tokens) break;
+        src_len = ns;
+        tgt_len = nt;
+        --first;
+      }
+      data::Example e;
+      std::vector<int64_t> prefix;
+      for (int32_t j = first; j < r; ++j) {
+        const auto& s = sents[static_cast<size_t>(j)].src;
+        e.src.insert(e.src.end(), s.begin(), s.end());
+        e.src.push_back(ids.sep);
+        const auto& t = done[d][static_cast<size_t>(j)];
+        prefix.insert(prefix.end(), t.begin(), t.end());
+        prefix.push_back(ids.sep);
+      }
+      e.src.insert(e.src.end(), cur.src.begin(), cur.src.end());
+      batch.push_back(std::move(e));
+      prefixes.push_back(std::move(prefix));
+      docs.push_back(d);
+    }
+    auto hyps = translate_examples(model, batch, ids, search, batch_tokens, device, bf16, stats, &prefixes);
+    for (size_t k = 0; k < hyps.size(); ++k) {
+      auto& h = hyps[k];
+      auto sep = std::find(h.begin(), h.end(), static_cast<int64_t>(ids.sep));
+      h.erase(sep, h.end());
+      done[docs[k]].push_back(std::move(h));
+    }
+  }
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(examples.size());
+  for (auto& e : examples)
+    out.push_back(done[static_cast<size_t>(e.spans[0].doc)][static_cast<size_t>(e.spans[0].first)]);
   return out;
 }
 

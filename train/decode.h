@@ -24,11 +24,33 @@ struct DecodeStats {
 
 // Translates every example (sources only) and returns the hypothesis token
 // ids of each, in input order. Batches hold at most batch_tokens source tokens.
+// `prefixes`, when given, holds a forced target prefix per example
+// (models::Prefixes: not returned, not scored).
 std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& model,
                                                      const std::vector<data::Example>& examples,
                                                      const data::SpecialIds& ids, const models::SearchOptions& search,
                                                      int64_t batch_tokens, const torch::Device& device,
-                                                     bool bf16 = false, DecodeStats* stats = nullptr);
+                                                     bool bf16 = false, DecodeStats* stats = nullptr,
+                                                     const models::Prefixes* prefixes = nullptr);
+
+// Document-level translation one sentence at a time (eval.doc_decode =
+// "sentences"): `examples` are single sentences of `corpus` (Example::spans
+// names each one). Every document with an example is translated from its first
+// sentence on, in order; a sentence's source is preceded by up to `context`
+// source sentences before it (joined by <sep>), and the model's own
+// translations of those sentences, each followed by <sep>, are forced as the
+// target prefix. Context sentences are taken newest first while the source
+// and the prefix plus the sentence's own source length (a stand-in for its
+// translation) stay within max_tokens. A translation ends at the eos or at a
+// <sep> the model emits (what follows would be another sentence). Returns the
+// translation of each example, in input order.
+std::vector<std::vector<int64_t>> translate_in_context(models::TranslationModel& model,
+                                                       const data::TokenizedCorpus& corpus,
+                                                       const std::vector<data::Example>& examples, int64_t context,
+                                                       int64_t max_tokens, const data::SpecialIds& ids,
+                                                       const models::SearchOptions& search, int64_t batch_tokens,
+                                                       const torch::Device& device, bool bf16 = false,
+                                                       DecodeStats* stats = nullptr);
 
 // The text of hypothesis ids: sentences (split at <sep>) joined by a space.
 std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids);

@@ -63,6 +63,20 @@ std::vector<std::string> decode_texts(models::TranslationModel& model, const cor
   return out;
 }
 
+// The hypothesis texts of a test set: its examples translated whole, or one
+// sentence at a time in document context (translates_in_context).
+std::vector<std::string> decode_test_set(models::TranslationModel& model, const core::ExperimentConfig& c,
+                                         const data::Tokenizer& tok, const TestSet& t, const torch::Device& device) {
+  if (!translates_in_context(c)) return decode_texts(model, c, tok, t.examples, device);
+  auto ids = translate_in_context(model, t.tokenized, t.examples, c.data.context_sentences - 1,
+                                  c.data.max_example_tokens, tok.specials(), search_options(c.eval, c.eval.beam_size),
+                                  c.eval.batch_tokens, device, use_bf16(c.train, device));
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (auto& h : ids) out.push_back(hypothesis_text(tok, h));
+  return out;
+}
+
 void write_lines(const std::string& path, const std::vector<std::string>& lines) {
   std::string text;
   for (auto& l : lines) {
@@ -361,7 +375,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       if (stop()) return false;
       const TestSet& t = data.tests[si];
       const auto t0 = Clock::now();
-      std::vector<std::string> hyps = decode_texts(model, c, tok, t.examples, device);
+      std::vector<std::string> hyps = decode_test_set(model, c, tok, t, device);
       all_hyps[si] = hyps;
       write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".txt")).string(), hyps);
       const auto bo = bleu_options(e);
@@ -430,7 +444,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
   if (parts.entities && e.entity_recall && !data.tests.empty()) {
     const TestSet& t = data.tests[0];
     std::vector<std::string> hyps = all_hyps[0];
-    if (hyps.empty() && !t.examples.empty()) hyps = decode_texts(model, c, tok, t.examples, device);
+    if (hyps.empty() && !t.examples.empty()) hyps = decode_test_set(model, c, tok, t, device);
     std::vector<results::EntitySegment> segs;
     std::unordered_map<std::string, int64_t> freq;
     if (!data.entity_frequency.empty()) {

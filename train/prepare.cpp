@@ -127,7 +127,12 @@ data::ExampleOptions example_options(const core::ExperimentConfig& c) {
   o.context_sentences = c.data.context_sentences;
   o.max_tokens = c.data.max_example_tokens;
   o.source_context = c.data.context_side == "source";
+  o.multi_resolution = c.data.multi_resolution;
   return o;
+}
+
+bool translates_in_context(const core::ExperimentConfig& c) {
+  return c.eval.doc_decode == "sentences" && c.data.context_sentences > 1 && c.data.context_side == "both";
 }
 
 void prepare_shared(const core::ExperimentConfig& config, const std::string& shared_dir) {
@@ -143,7 +148,11 @@ TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& to
   t.tokenized = data::tokenize(t.corpus, tokenizer);
   // Test windows use the training budget, but no test sentence may be dropped:
   // the budget grows to the longest sentence when one exceeds it.
+  // Windows of the context size only (no multi-resolution copies), or single
+  // sentences translated in context.
   data::ExampleOptions o = example_options(c);
+  o.multi_resolution = false;
+  if (translates_in_context(c)) o.context_sentences = 0;
   for (auto& d : t.tokenized.documents)
     for (auto& s : d.sentences)
       o.max_tokens = std::max<int64_t>(o.max_tokens, static_cast<int64_t>(std::max(s.src.size(), s.tgt.size())) + 1);
@@ -173,8 +182,14 @@ PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& sh
 
   data::ExampleStats stats;
   p.train_corpus = std::move(corpora.train);
-  p.train_examples = data::make_examples(data::tokenize(p.train_corpus, tok), example_options(c), sep, &stats);
+  const data::TokenizedCorpus train_tokens = data::tokenize(p.train_corpus, tok);
+  p.train_examples = data::make_examples(train_tokens, example_options(c), sep, &stats);
   p.dropped_sentences = stats.dropped_sentences;
+  if (c.data.sentence_steps > 0) {
+    data::ExampleOptions single;
+    single.max_tokens = c.data.max_example_tokens;
+    p.sentence_examples = data::make_examples(train_tokens, single, sep);
+  }
   if (p.train_examples.empty())
     throw InputError(c.source + ": no training examples (every sentence is longer than data.max_example_tokens = " +
                      std::to_string(c.data.max_example_tokens) + "?)");

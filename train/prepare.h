@@ -24,7 +24,8 @@
 
 namespace mambamt::train {
 
-// A test set: examples (windows of the experiment's context size) with their
+// A test set: examples (windows of the experiment's context size, or single
+// sentences when it translates in context: translates_in_context) with their
 // references.
 struct TestSet {
   std::string name;  // "test" for the synthetic test split, else the file stem
@@ -46,6 +47,9 @@ struct PreparedData {
   std::string tokenizer_dir;  // where the tokenizer lives
   data::Corpus train_corpus;
   std::vector<data::Example> train_examples;  // before CAT-N
+  // Single sentences of the training corpus for the first data.sentence_steps
+  // updates (empty when that is 0).
+  std::vector<data::Example> sentence_examples;
   data::Corpus valid_corpus;
   std::vector<data::Example> valid_examples;  // validation passages
   std::vector<TestSet> tests;
@@ -72,6 +76,11 @@ void prepare_shared(const core::ExperimentConfig& config, const std::string& sha
 
 // The example options of the experiment (context window and token budget).
 data::ExampleOptions example_options(const core::ExperimentConfig& config);
+
+// Whether test sets are translated one sentence at a time after the model's
+// own translations of the sentences before (eval.doc_decode = "sentences" on
+// a model trained on windows with context on both sides).
+bool translates_in_context(const core::ExperimentConfig& config);
 
 // A test set read from `path` in the experiment's corpus format (.tsv files
 // are read as TSV whatever the format); name = the file stem.

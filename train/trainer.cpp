@@ -189,6 +189,8 @@ struct Trainer::Impl {
   data::SpecialIds ids;
 
   std::unique_ptr<data::BatchSampler> sampler;
+  // The single sentences of the first data.sentence_steps updates (null when 0).
+  std::unique_ptr<data::BatchSampler> sentence_sampler;
   std::unique_ptr<AdamW> optim;
   std::vector<torch::Tensor> params;  // in the optimiser's order
 
@@ -238,6 +240,12 @@ struct Trainer::Impl {
     so.rank = group.rank();
     so.world_size = group.size();
     sampler = std::make_unique<data::BatchSampler>(data.train_examples, ids, cat, batching, so);
+    if (config.data.sentence_steps > 0) {
+      if (data.sentence_examples.empty())
+        throw InputError(config.source + ": data.sentence_steps = " + std::to_string(config.data.sentence_steps) +
+                         " but no single-sentence training examples");
+      sentence_sampler = std::make_unique<data::BatchSampler>(data.sentence_examples, ids, cat, batching, so);
+    }
 
     NamedParameters named;
     std::set<const void*> seen;  // tied embeddings appear under two names: optimise them once
@@ -260,6 +268,14 @@ struct Trainer::Impl {
     return higher_is_better(tc.valid_metric) ? score > best_score : score < best_score;
   }
 
+  // The sampler of update `s` (1-based): single sentences up to
+  // data.sentence_steps, then the experiment's examples.
+  data::BatchSampler& sampler_for(int64_t s) {
+    return sentence_sampler && s <= config.data.sentence_steps ? *sentence_sampler : *sampler;
+  }
+
+  // Epochs (and max_epochs) count the experiment's examples, not the
+  // single sentences of a first stage.
   int64_t epochs_done() const {
     data::SamplerState s = sampler->state();
     const int64_t batches = static_cast<int64_t>(sampler->plan().batches.size());
@@ -268,7 +284,9 @@ struct Trainer::Impl {
 
   int64_t planned_steps() const {
     int64_t n = tc.max_steps;
-    if (tc.max_epochs > 0) n = std::min<int64_t>(n, tc.max_epochs * std::max<int64_t>(1, sampler->steps_per_epoch() / tc.accum_steps));
+    if (tc.max_epochs > 0)
+      n = std::min<int64_t>(n, (sentence_sampler ? config.data.sentence_steps : 0) +
+                                   tc.max_epochs * std::max<int64_t>(1, sampler->steps_per_epoch() / tc.accum_steps));
     return n;
   }
 
@@ -294,6 +312,12 @@ struct Trainer::Impl {
     c.ints["sampler.epoch"] = s.epoch;
     c.ints["sampler.position"] = s.position;
     c.ints["sampler.seed"] = static_cast<int64_t>(s.seed);
+    if (sentence_sampler) {
+      data::SamplerState ss = sentence_sampler->state();
+      c.ints["sentence_sampler.epoch"] = ss.epoch;
+      c.ints["sentence_sampler.position"] = ss.position;
+      c.ints["sentence_sampler.seed"] = static_cast<int64_t>(ss.seed);
+    }
     c.ints["scheduler.step"] = step;
     c.ints["valid.best_step"] = best_step;
     c.ints["valid.bad"] = bad_validations;
@@ -361,6 +385,13 @@ struct Trainer::Impl {
     s.position = get_int("sampler.position");
     s.seed = static_cast<uint64_t>(get_int("sampler.seed"));
     sampler->restore(s);
+    if (sentence_sampler) {
+      data::SamplerState ss;
+      ss.epoch = get_int("sentence_sampler.epoch");
+      ss.position = get_int("sentence_sampler.position");
+      ss.seed = static_cast<uint64_t>(get_int("sentence_sampler.seed"));
+      sentence_sampler->restore(ss);
+    }
     best_step = get_int("valid.best_step");
     bad_validations = get_int("valid.bad");
     last_validated = get_int("valid.last");
@@ -543,8 +574,12 @@ struct Trainer::Impl {
     std::vector<data::Batch> batches;
     int64_t local_tgt = 0, local_tokens = 0;
     double padding = 0;
+    data::BatchSampler& source = sampler_for(s);
+    if (sentence_sampler && s == config.data.sentence_steps + 1)
+      spdlog::info("step {}: single sentences done, training on the examples of data.context_sentences = {}", s,
+                   config.data.context_sentences);
     for (int64_t k = 0; k < tc.accum_steps; ++k) {
-      batches.push_back(sampler->next());
+      batches.push_back(source.next());
       local_tgt += batches.back().tgt_tokens;
       local_tokens += batches.back().tgt_tokens + batches.back().src_tokens;
       padding += batches.back().padding_fraction();
@@ -635,6 +670,9 @@ struct Trainer::Impl {
     const int64_t total = planned_steps();
     if (step == 0) spdlog::info("training: {} parameters, {} steps planned, {} batches per epoch per rank",
                                 model->parameter_count(), total, sampler->steps_per_epoch());
+    if (step == 0 && sentence_sampler)
+      spdlog::info("stage one: the first {} updates on {} single sentences ({} batches per epoch per rank)",
+                   config.data.sentence_steps, data.sentence_examples.size(), sentence_sampler->steps_per_epoch());
     double lr = learning_rate(tc, std::max<int64_t>(step, 1)), last_loss = kNaN;
     bool saved_at_step = step > 0;  // resumed from a checkpoint of this step
     while (true) {

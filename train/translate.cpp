@@ -8,6 +8,7 @@
 #include "models/average.h"
 #include "models/registry.h"
 #include "train/decode.h"
+#include "train/prepare.h"
 #include "train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -95,7 +96,47 @@ LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& 
   return out;
 }
 
+namespace {
+
+// One sentence per line, documents separated by blank lines: each sentence is
+// translated after its document's preceding ones (translate_in_context).
+std::vector<std::string> translate_in_documents(const LoadedExperiment& exp, const std::vector<std::string>& lines) {
+  const data::Tokenizer& tok = *exp.tokenizer;
+  const auto& c = exp.config;
+  data::TokenizedCorpus corpus;
+  std::vector<data::Example> examples;
+  std::vector<size_t> index;
+  bool open = false;  // a document is being read
+  for (size_t i = 0; i < lines.size(); ++i) {
+    data::TokenizedSentence s;
+    tok.encode_append(lines[i], s.src);
+    if (s.src.empty()) {
+      open = false;
+      continue;
+    }
+    if (!open) corpus.documents.emplace_back();
+    open = true;
+    auto& doc = corpus.documents.back();
+    data::Example e;
+    e.src = s.src;
+    e.spans.push_back(data::Span{static_cast<int32_t>(corpus.documents.size() - 1),
+                                 static_cast<int32_t>(doc.sentences.size()), 1});
+    doc.sentences.push_back(std::move(s));
+    examples.push_back(std::move(e));
+    index.push_back(i);
+  }
+  std::vector<std::string> out(lines.size());
+  auto hyps = translate_in_context(*exp.model, corpus, examples, c.data.context_sentences - 1,
+                                   c.data.max_example_tokens, tok.specials(), search_options(c.eval, c.eval.beam_size),
+                                   c.eval.batch_tokens, exp.device, use_bf16(c.train, exp.device));
+  for (size_t k = 0; k < hyps.size(); ++k) out[index[k]] = hypothesis_text(tok, hyps[k]);
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines) {
+  if (translates_in_context(exp.config)) return translate_in_documents(exp, lines);
   const data::Tokenizer& tok = *exp.tokenizer;
   std::vector<data::Example> examples;
   std::vector<size_t> index;

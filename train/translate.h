@@ -50,7 +50,11 @@ LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& 
 
 // Translates lines (one sentence or passage each; sentences of a passage may
 // be separated by " <sep> " to mark document structure) with the experiment's
-// beam search. Empty lines give empty translations.
+// beam search. Empty lines give empty translations. An experiment that
+// translates in context (translates_in_context: eval.doc_decode = "sentences"
+// on windows) reads one sentence per line and a blank line between documents,
+// and translates each sentence after its document's preceding ones, as its
+// evaluation does.
 std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines);
 
 }  // namespace mambamt::train

@@ -158,6 +158,13 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
     CHECK(error_of("[data]\ncontext_sentences = 3\ncontext_side = \"source\"\ncat_n = 5\n") ==
           "x.toml:4:1: data.cat_n = 5 with data.context_side = \"source\": CAT-N needs context on both sides");
     CHECK(error_of("[data]\ncontext_side = \"left\"\n").find("x.toml:2:1: data.context_side") == 0);
+    CHECK(error_of("[data]\nmulti_resolution = true\n") ==
+          "x.toml:2:1: data.multi_resolution needs windows: data.context_sentences > 1 and data.context_side = \"both\"");
+    CHECK(error_of("[data]\ncontext_sentences = 4\ncontext_side = \"source\"\nmulti_resolution = true\n")
+              .find("x.toml:4:1: data.multi_resolution needs windows") == 0);
+    CHECK(error_of("[eval]\ndoc_decode = \"sentence\"\n").find("x.toml:2:1: eval.doc_decode") == 0);
+    CHECK(error_of("[data]\nsentence_steps = 100\n") ==
+          "x.toml:2:1: data.sentence_steps = 100 needs document-level examples to move on to: data.context_sentences > 1");
     CHECK(error_of("[eval]\nlength_buckets = [4, 4]\n") ==
           "x.toml:2:1: eval.length_buckets must be strictly increasing");
     CHECK(error_of("[model]\nkind = \"mamba\"\nenc_plan = [\"bimamba\"]\n") ==

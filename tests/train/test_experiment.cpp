@@ -12,6 +12,7 @@
 #include "core/store.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
+#include "train/translate.h"
 #include "train_helpers.h"
 
 using namespace mambamt;
@@ -233,4 +234,38 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK_THAT(bad.output, Catch::Contains("no experiment store"));
   CommandResult usage = run_shell(mambamt_binary() + " eval --test x");
   CHECK(usage.code == 2);
+}
+
+TEST_CASE("a windowed experiment decoding in context is scored over single sentences and translates documents") {
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  core::ExperimentConfig c = train_test::tiny_config(
+      {{"data.sentence_steps", "4"}, {"data.multi_resolution", "true"}, {"eval.doc_decode", "\"sentences\""}});
+  c.eval.extrapolation = false;
+  train::RunResult r = run(c, dir, /*eval=*/true);
+  INFO(r.error);
+  REQUIRE(r.state == core::RunState::completed);
+  // One hypothesis per test sentence, not per window.
+  const train::PreparedData data = train::prepare_data(c, tmp.path("shared"));
+  REQUIRE(data.tests.size() == 1);
+  const auto& t = data.tests[0];
+  CHECK(static_cast<int64_t>(t.examples.size()) == std::min<int64_t>(t.tokenized.num_sentences(), c.eval.max_examples));
+  for (auto& e : t.examples) CHECK(e.sentences() == 1);
+  CHECK(count_lines(dir + "/hyp/test.txt") == static_cast<int64_t>(t.examples.size()));
+  auto s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(std::isfinite(s.scalars["test/bleu"]));
+  CHECK(std::isfinite(s.scalars["contrastive/accuracy"]));
+
+  // `translate`: one sentence per line, a blank line between documents; a
+  // document's first sentence is translated as if alone, a later one after
+  // the sentences before it.
+  train::LoadedExperiment exp = train::load_experiment(dir, "cpu");
+  const auto out = train::translate_lines(exp, {"ta ul pa", "en ta", "", "ul pa ta", "  ", "en ta"});
+  REQUIRE(out.size() == 6);
+  CHECK(out[2].empty());
+  CHECK(out[4].empty());
+  CHECK(out[3] == train::translate_lines(exp, {"ul pa ta"})[0]);
+  CHECK(out[5] == train::translate_lines(exp, {"en ta"})[0]);
+  CHECK(out[1] == train::translate_lines(exp, {"ta ul pa", "en ta"})[1]);
+  CHECK(out[0] == train::translate_lines(exp, {"ta ul pa"})[0]);
 }

@@ -190,3 +190,39 @@ TEST_CASE("SIGUSR2 to `mambamt train` checkpoints, exits 3, and the resumed run 
   CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
         "");
 }
+
+TEST_CASE("two-stage training: the first updates are a sentence-level run, and resume across the switch is exact") {
+  TempDir tmp;
+  using train_test::compare_parameters;
+  using train_test::final_parameters;
+  // Four updates of stage one are four updates of the sentence-level twin
+  // (same initialisation, same single-sentence batches), not of the windows.
+  const std::string staged4 = tmp.path("staged4"), sent4 = tmp.path("sent4"), windows4 = tmp.path("windows4");
+  REQUIRE(run(train_test::tiny_config({{"data.sentence_steps", "4"}, {"train.max_steps", "4"}}), staged4).state ==
+          core::RunState::completed);
+  REQUIRE(run(train_test::tiny_config({{"data.context_sentences", "0"}, {"train.max_steps", "4"}}), sent4).state ==
+          core::RunState::completed);
+  REQUIRE(run(train_test::tiny_config({{"train.max_steps", "4"}}), windows4).state == core::RunState::completed);
+  CHECK(compare_parameters(final_parameters(staged4), final_parameters(sent4)) == "");
+  CHECK(compare_parameters(final_parameters(staged4), final_parameters(windows4)) != "");
+
+  // Twelve updates, the switch after the fourth: stopped by the checkpoint
+  // signal in step 3 and resumed, the run ends where a straight one does.
+  const core::ExperimentConfig c = train_test::tiny_config({{"data.sentence_steps", "4"}});
+  const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped"), sent = tmp.path("sent");
+  REQUIRE(run(c, straight).state == core::RunState::completed);
+  core::install_stop_handlers("USR2");
+  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
+    if (step == 3 && point == "backward") ::raise(SIGUSR2);
+  });
+  core::uninstall_stop_handlers();
+  core::reset_stop_request();
+  REQUIRE(r.state == core::RunState::interrupted);
+  CHECK(r.step == 3);
+  REQUIRE(run(c, stopped).state == core::RunState::completed);
+  CHECK(compare_parameters(final_parameters(straight), final_parameters(stopped)) == "");
+  CHECK(series(straight, "train_loss") == series(stopped, "train_loss"));
+  // After the switch it is no longer the sentence-level run.
+  REQUIRE(run(train_test::tiny_config({{"data.context_sentences", "0"}}), sent).state == core::RunState::completed);
+  CHECK(compare_parameters(final_parameters(straight), final_parameters(sent)) != "");
+}
