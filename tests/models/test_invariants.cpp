@@ -47,6 +47,32 @@ std::vector<Variant> variants() {
   };
 }
 
+// The teacher-forcing batch (one row) of a hypothesis after a forced prefix:
+// input bos + prefix + tokens, target prefix + tokens (+ eos when finished;
+// an unfinished one drops the last input). The output starts at prefix.size().
+struct ForcedRow {
+  torch::Tensor in, out, mask;
+  std::vector<int64_t> target;
+  int64_t length = 0;
+};
+ForcedRow forced_row(const std::vector<int64_t>& prefix, const Hypothesis& h) {
+  ForcedRow f;
+  std::vector<int64_t> in{2};
+  in.insert(in.end(), prefix.begin(), prefix.end());
+  in.insert(in.end(), h.tokens.begin(), h.tokens.end());
+  f.target = prefix;
+  f.target.insert(f.target.end(), h.tokens.begin(), h.tokens.end());
+  if (h.finished)
+    f.target.push_back(3);
+  else
+    in.pop_back();
+  f.length = static_cast<int64_t>(f.target.size());
+  f.in = torch::tensor(in, torch::kLong).view({1, f.length});
+  f.out = torch::tensor(f.target, torch::kLong).view({1, f.length});
+  f.mask = torch::ones({1, f.length}, torch::kBool);
+  return f;
+}
+
 }  // namespace
 
 TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][invariant]") {
@@ -221,19 +247,11 @@ TEST_CASE("beam hypotheses score what forced decoding says", "[models][search]")
         for (size_t i = 1; i < out[b].size(); ++i) CHECK(out[b][i - 1].score >= out[b][i].score);
         for (const Hypothesis& h : out[b]) {
           // Score the hypothesis (plus its eos when finished) by forced decoding.
-          std::vector<int64_t> in{2}, target = h.tokens;
-          for (int64_t t : h.tokens) in.push_back(t);
-          if (h.finished)
-            target.push_back(3);
-          else
-            in.pop_back();
-          const int64_t len = static_cast<int64_t>(target.size());
+          const ForcedRow f = forced_row({}, h);
+          const int64_t len = f.length;
           REQUIRE(len >= 1);
-          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
-          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
-          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
           TestBatch r = batch.row(static_cast<int64_t>(b));
-          double lp = sequence_log_probs(*m, r.src, r.src_mask, tin, tout, tmask).item<double>();
+          double lp = sequence_log_probs(*m, r.src, r.src_mask, f.in, f.out, f.mask).item<double>();
           CHECK(lp == Approx(h.log_prob).epsilon(1e-4));
           CHECK(h.score == Approx(h.log_prob / std::pow(static_cast<double>(len), 0.6)).epsilon(1e-9));
         }
@@ -275,27 +293,17 @@ TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models
           CHECK(out_len <= batch.src_len[b] + 3);
           // Forced decoding of bos + prefix + output: the log-probability of
           // the output (and its eos) after the prefix is the hypothesis's.
-          std::vector<int64_t> in{2}, target = prefix;
-          in.insert(in.end(), prefix.begin(), prefix.end());
-          in.insert(in.end(), h.tokens.begin(), h.tokens.end());
-          target.insert(target.end(), h.tokens.begin(), h.tokens.end());
-          if (h.finished)
-            target.push_back(3);
-          else
-            in.pop_back();
-          const int64_t len = static_cast<int64_t>(target.size());
+          const ForcedRow f = forced_row(prefix, h);
+          const int64_t len = f.length;
           const int64_t p = static_cast<int64_t>(prefix.size());
-          torch::Tensor tin = torch::tensor(in, torch::kLong).view({1, len});
-          torch::Tensor tout = torch::tensor(target, torch::kLong).view({1, len});
-          torch::Tensor tmask = torch::ones({1, len}, torch::kBool);
-          torch::Tensor lp = token_log_probs(*m, r.src, r.src_mask, tin, tout, tmask);
+          torch::Tensor lp = token_log_probs(*m, r.src, r.src_mask, f.in, f.out, f.mask);
           CHECK(lp.narrow(1, p, len - p).sum().item<double>() == Approx(h.log_prob).epsilon(1e-4));
           CHECK(h.score == Approx(h.log_prob / std::pow(static_cast<double>(len - p), 0.6)).epsilon(1e-9));
           if (beam == 1) {
             // Greedy: every output token is the argmax after the prefix and the tokens before it.
-            torch::Tensor logits = m->forward(r.src, r.src_mask, tin, tmask);
+            torch::Tensor logits = m->forward(r.src, r.src_mask, f.in, f.mask);
             torch::Tensor best = logits.argmax(-1).squeeze(0);
-            for (int64_t t = p; t < len; ++t) CHECK(best[t].item<int64_t>() == target[static_cast<size_t>(t)]);
+            for (int64_t t = p; t < len; ++t) CHECK(best[t].item<int64_t>() == f.target[static_cast<size_t>(t)]);
           }
         }
       }
