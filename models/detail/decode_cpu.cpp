@@ -155,9 +155,11 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   torch::Tensor yt = torch::empty({n, 16}, x.options());
   const float *wp = w.data_ptr<float>(), *xp = xt.data_ptr<float>();
   float* yp = yt.data_ptr<float>();
-  // Blocks of 8 W rows; a few hundred per task.
+  // Blocks of 8 W rows, at least 16 per task (128 rows: 256 KiB of W at
+  // d_model 512). A coarser grain left every matrix of fewer than 2048 rows
+  // (all but the output projection) on one thread.
   const int64_t blocks = (n + 7) / 8;
-  at::parallel_for(0, blocks, 256, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
     linear_rows(wp, xp, yp, begin * 8, std::min(end * 8, n), kd);
   });
   return yt.narrow(1, 0, b).t().contiguous();

@@ -173,5 +173,12 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
         INFO("rows " << b << ", outputs " << n);
         CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
       }
+    // Enough outputs for several tasks (16 blocks of 8 rows each), on 2 threads.
+    const int saved = torch::get_num_threads();
+    torch::set_num_threads(2);
+    torch::Tensor x = torch::randn({16, 35}), w = torch::randn({300, 35});
+    const double err = rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t()));
+    torch::set_num_threads(saved);
+    CHECK(err <= 1e-5);
   }
 }
