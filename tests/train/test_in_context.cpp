@@ -6,6 +6,11 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/synthetic.h"
+#include "data/tokenizer.h"
+#include "test_util.h"
+#include "train/evaluate.h"
+#include "train_helpers.h"
 #include "data/examples.h"
 #include "models/model_helpers.h"
 #include "train/decode.h"
@@ -131,5 +136,107 @@ TEST_CASE("in-context translation: each sentence after its own earlier translati
     const auto windows = data::make_examples(corpus, w, ids.sep);
     CHECK_THROWS_WITH(train::translate_in_context(*m, corpus, windows, 1, 100, ids, so, 1000, cpu),
                       Catch::Contains("is not a single sentence"));
+  }
+}
+
+// contrastive_scores against scores built by hand: each candidate after its
+// context (source sentences joined by <sep>; with context on both sides,
+// their reference translations and a <sep> as the target prefix), summing
+// the log-probabilities of the candidate's tokens and the eos only.
+TEST_CASE("contrastive scores are the forced-decoding scores of each candidate in its context", "[train][decode]") {
+  TempDir tmp;
+  data::SyntheticOptions so;
+  so.train_docs = 60;
+  so.valid_docs = 1;
+  so.test_docs = 1;
+  const data::SyntheticCorpus synth = data::generate_synthetic(so);
+  data::TokenizerOptions to;
+  to.vocab_size = 200;
+  to.languages = {"src", "tgt"};
+  const data::Tokenizer tok = data::Tokenizer::train(synth.train, to, tmp.path("tok"));
+  ModelPtr m = tiny_model(tiny_config("hybrid"), tok.vocab_size());
+  const data::SpecialIds ids = tok.specials();
+  const torch::Device cpu(torch::kCPU);
+
+  data::ContrastiveExample ex;
+  ex.doc_id = "d";
+  ex.sentence = 4;
+  ex.label = "hen";
+  ex.distance = 2;
+  ex.src_context = {"ul pa ta nafo .", "en ta lupa .", "ul zemo ta sisu ."};
+  ex.tgt_context = {"hen rom kleir .", "un koek drytdoeto .", "hen ram freim ."};
+  ex.source = "ul pa vipu ta nafo .";
+  ex.reference = "hen rom kleir plarek .";
+  ex.contrastive = {"sye rom kleir plarek .", "dit rom kleir plarek ."};
+
+  auto enc = [&](const std::string& s) {
+    auto v = tok.encode(s);
+    return std::vector<int64_t>(v.begin(), v.end());
+  };
+  // log p(candidate + eos | src, bos + prefix) by hand.
+  auto by_hand = [&](const std::vector<int64_t>& src, const std::vector<int64_t>& prefix, const std::string& cand) {
+    std::vector<int64_t> s = src, in{ids.bos}, out = prefix;
+    s.push_back(ids.eos);
+    in.insert(in.end(), prefix.begin(), prefix.end());
+    const auto c = enc(cand);
+    in.insert(in.end(), c.begin(), c.end());
+    out.insert(out.end(), c.begin(), c.end());
+    out.push_back(ids.eos);
+    const int64_t n = static_cast<int64_t>(out.size()), p = static_cast<int64_t>(prefix.size());
+    torch::Tensor st = torch::tensor(s, torch::kLong).view({1, -1});
+    torch::Tensor lp = models::token_log_probs(*m, st, torch::ones_like(st, torch::kBool),
+                                               torch::tensor(in, torch::kLong).view({1, n}),
+                                               torch::tensor(out, torch::kLong).view({1, n}),
+                                               torch::ones({1, n}, torch::kBool));
+    return lp.narrow(1, p, n - p).sum().item<double>();
+  };
+  auto joined_text = [&](const std::vector<std::string>& parts, bool trailing_sep) {
+    std::vector<int64_t> out;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) out.push_back(ids.sep);
+      const auto e = enc(parts[i]);
+      out.insert(out.end(), e.begin(), e.end());
+    }
+    if (trailing_sep && !parts.empty()) out.push_back(ids.sep);
+    return out;
+  };
+  auto check = [&](const core::ExperimentConfig& c, const std::vector<int64_t>& src,
+                   const std::vector<int64_t>& prefix) {
+    const auto got = train::contrastive_scores(*m, c, tok, {ex}, cpu);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].label == "hen");
+    CHECK(got[0].distance == 2);
+    CHECK(got[0].reference == Approx(by_hand(src, prefix, ex.reference)).epsilon(1e-5));
+    REQUIRE(got[0].contrastive.size() == 2);
+    for (size_t k = 0; k < 2; ++k)
+      CHECK(got[0].contrastive[k] == Approx(by_hand(src, prefix, ex.contrastive[k])).epsilon(1e-5));
+  };
+
+  SECTION("windows of 3: two context sentences on both sides") {
+    const auto c = train_test::tiny_config({{"data.context_sentences", "3"}, {"data.max_example_tokens", "64"}});
+    auto src = joined_text({ex.src_context[1], ex.src_context[2], ex.source}, false);
+    check(c, src, joined_text({ex.tgt_context[1], ex.tgt_context[2]}, true));
+  }
+  SECTION("source-side context: no target prefix") {
+    const auto c = train_test::tiny_config(
+        {{"data.context_sentences", "3"}, {"data.context_side", "\"source\""}, {"data.max_example_tokens", "64"}});
+    check(c, joined_text({ex.src_context[1], ex.src_context[2], ex.source}, false), {});
+  }
+  SECTION("single sentences: no context") {
+    const auto c = train_test::tiny_config({{"data.context_sentences", "0"}});
+    check(c, enc(ex.source), {});
+  }
+  SECTION("the budget keeps the newest context sentences that fit") {
+    // Exactly the room for the source, the longest candidate and one context
+    // sentence on the side that needs more; a second one does not fit there.
+    size_t longest = enc(ex.reference).size();
+    for (auto& v : ex.contrastive) longest = std::max(longest, enc(v).size());
+    const int64_t one = static_cast<int64_t>(std::max(enc(ex.source).size() + enc(ex.src_context[2]).size(),
+                                                      longest + enc(ex.tgt_context[2]).size())) + 2;
+    const int64_t two = static_cast<int64_t>(std::min(enc(ex.src_context[1]).size(), enc(ex.tgt_context[1]).size())) + 1;
+    REQUIRE(two > 1);
+    const auto c = train_test::tiny_config(
+        {{"data.context_sentences", "3"}, {"data.max_example_tokens", std::to_string(one + two - 1)}});
+    check(c, joined_text({ex.src_context[2], ex.source}, false), joined_text({ex.tgt_context[2]}, true));
   }
 }
