@@ -45,11 +45,20 @@ InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {
   const InferenceState& first = parts.front();
   for (const InferenceState& p : parts)
     TORCH_CHECK(p.layers.size() == first.layers.size(), "InferenceState::cat: parts with different layer counts");
-  // Field f of every part along the batch dimension (undefined if undefined in the first).
-  auto join = [&](auto field) {
-    if (!field(first).defined()) return torch::Tensor();
+  // Field f of every part along the batch dimension (undefined if undefined
+  // in the first); every part's must have the first's shape past the batch.
+  auto join_named = [&](const std::string& name, auto field) {
+    const torch::Tensor& f0 = field(first);
+    if (!f0.defined()) return torch::Tensor();
     std::vector<torch::Tensor> ts;
-    for (const InferenceState& p : parts) ts.push_back(field(p));
+    for (const InferenceState& p : parts) {
+      const torch::Tensor& t = field(p);
+      TORCH_CHECK(t.defined() && t.dim() == f0.dim() && t.sizes().slice(1) == f0.sizes().slice(1),
+                  "InferenceState::cat: ", name, " of shape ", t.defined() ? t.sizes() : torch::IntArrayRef{},
+                  " does not join the first part's ", f0.sizes(),
+                  " (the parts need equal source lengths and cache capacities)");
+      ts.push_back(t);
+    }
     return torch::cat(ts, 0);
   };
   InferenceState out;
@@ -62,21 +71,23 @@ InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {
                   "InferenceState::cat: layer ", i, " has KV caches of different lengths, windows or capacities");
     }
     LayerState& l = out.layers[i];
-    l.mamba.conv = join([i](const InferenceState& p) { return p.layers[i].mamba.conv; });
-    l.mamba.ssm = join([i](const InferenceState& p) { return p.layers[i].mamba.ssm; });
-    l.self.k = join([i](const InferenceState& p) { return p.layers[i].self.k; });
-    l.self.v = join([i](const InferenceState& p) { return p.layers[i].self.v; });
-    l.self.valid = join([i](const InferenceState& p) { return p.layers[i].self.valid; });
+    const std::string at = "layer " + std::to_string(i) + " ";
+    auto join = [&](const char* name, auto field) { return join_named(at + name, field); };
+    l.mamba.conv = join("conv state", [i](const InferenceState& p) { return p.layers[i].mamba.conv; });
+    l.mamba.ssm = join("SSM state", [i](const InferenceState& p) { return p.layers[i].mamba.ssm; });
+    l.self.k = join("cached K", [i](const InferenceState& p) { return p.layers[i].self.k; });
+    l.self.v = join("cached V", [i](const InferenceState& p) { return p.layers[i].self.v; });
+    l.self.valid = join("cache mask", [i](const InferenceState& p) { return p.layers[i].self.valid; });
     l.self.length = c.length;
     l.self.window = c.window;
-    l.cross.k = join([i](const InferenceState& p) { return p.layers[i].cross.k; });
-    l.cross.v = join([i](const InferenceState& p) { return p.layers[i].cross.v; });
-    l.cross.mask = join([i](const InferenceState& p) { return p.layers[i].cross.mask; });
-    l.cross.src_len = join([i](const InferenceState& p) { return p.layers[i].cross.src_len; });
-    l.recurrent = join([i](const InferenceState& p) { return p.layers[i].recurrent; });
+    l.cross.k = join("cross-attention K", [i](const InferenceState& p) { return p.layers[i].cross.k; });
+    l.cross.v = join("cross-attention V", [i](const InferenceState& p) { return p.layers[i].cross.v; });
+    l.cross.mask = join("source mask", [i](const InferenceState& p) { return p.layers[i].cross.mask; });
+    l.cross.src_len = join("source lengths", [i](const InferenceState& p) { return p.layers[i].cross.src_len; });
+    l.recurrent = join("recurrent state", [i](const InferenceState& p) { return p.layers[i].recurrent; });
   }
-  out.position = join([](const InferenceState& p) { return p.position; });
-  out.src_len = join([](const InferenceState& p) { return p.src_len; });
+  out.position = join_named("positions", [](const InferenceState& p) { return p.position; });
+  out.src_len = join_named("source lengths", [](const InferenceState& p) { return p.src_len; });
   return out;
 }
 

@@ -129,6 +129,14 @@ TEST_CASE("prefill of a target prefix leaves the state that stepping through it 
   }
 }
 
+TEST_CASE("states of sources of different widths are not joined", "[models][state]") {
+  ModelPtr m = tiny_model(tiny_config("hybrid"), kVocab);
+  torch::NoGradGuard no_grad;
+  TestBatch a = make_batch({3}, {2}), b = make_batch({5}, {2});
+  CHECK_THROWS_WITH(InferenceState::cat({m->start(a.src, a.src_mask), m->start(b.src, b.src_mask)}),
+                    Catch::Contains("cross-attention K of shape") && Catch::Contains("equal source lengths"));
+}
+
 TEST_CASE("a sequence gives the same logits alone and inside a padded batch", "[models][invariant]") {
   TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
   for (const Variant& v : variants()) {
