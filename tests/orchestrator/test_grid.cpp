@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -158,6 +159,24 @@ TEST_CASE("claims are exclusive, refreshed, released and taken over when stale",
   REQUIRE(c);
   CHECK(claim_is_stale(*c, me, 1e9));
   CHECK(*try_claim(dir, me, 1e9) == 8);
+  // So is a claim of a killed process its parent has not reaped yet (a
+  // zombie), and not that of a live one.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ClaimInfo zombie{9, me, 0.0, ""};
+  zombie.owner.pid = child;
+  bool stale = false;
+  for (int i = 0; i < 100 && !stale; ++i) {  // until the child has exited
+    stale = claim_is_stale(zombie, me, 1e9);
+    if (!stale) ::usleep(10000);
+  }
+  CHECK(stale);
+  CHECK(::kill(child, 0) == 0);  // still there, unreaped
+  ::waitpid(child, nullptr, 0);
+  ClaimInfo live{9, me, 0.0, ""};
+  live.owner.pid = ::getppid();
+  CHECK_FALSE(claim_is_stale(live, me, 1e9));
   // The same Slurm job after a requeue: the old claim is stale at once.
   ClaimOwner job = this_process("4242", 0);
   ClaimInfo old{3, job, 0.0, ""};

@@ -93,13 +93,15 @@ pid_t rank_pid(int rank) {
   return 0;
 }
 
-// Waits until some running experiment has a checkpoint; returns its id.
-std::string wait_for_checkpoint(const std::string& run_dir, int seconds) {
+// The id of an experiment still training with a checkpoint no later than
+// `max_step` (so that many steps are left before it can complete).
+std::string wait_for_checkpoint(const std::string& run_dir, int seconds, int64_t max_step) {
   for (int i = 0; i < seconds * 10; ++i) {
     std::error_code ec;
     for (auto it = fs::directory_iterator(run_dir + "/exp", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
       core::CheckpointDir ck(it->path().string() + "/ckpt");
-      if (ck.steps().empty()) continue;
+      const auto steps = ck.steps();
+      if (steps.empty() || steps.back() > max_step) continue;
       try {
         auto s = core::ExperimentStore::read(it->path().string() + "/store.h5");
         if (s.status.state == core::RunState::running) return it->path().filename().string();
@@ -166,9 +168,11 @@ TEST_CASE("4 ranks run a 12-point grid: every point completes exactly once", "[o
 }
 
 TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from its checkpoint", "[orchestrator][mpi]") {
-  Sweep s("[grid]\nmodel.d_state = [4, 8]\n", "seeds = [1]\nretries = 1\n", 60, 4);
+  // 200 steps, killed at a checkpoint of step 100 at the latest: the
+  // experiment cannot complete between the store read and the kill.
+  Sweep s("[grid]\nmodel.d_state = [4, 8]\n", "seeds = [1]\nretries = 1\n", 200, 4);
   pid_t job = spawn(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
-  std::string id = wait_for_checkpoint(s.run_dir, 600);
+  std::string id = wait_for_checkpoint(s.run_dir, 600, 100);
   REQUIRE(!id.empty());
   core::StoreSnapshot running = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
   REQUIRE(running.status.pid > 0);
@@ -176,6 +180,10 @@ TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from i
   ::kill(static_cast<pid_t>(running.status.pid), SIGKILL);
   int code = wait_exit(job, 300);
   CHECK(code != 0);
+  // mpirun is gone; its other rank may take a moment longer, and while it
+  // lives it still holds its claims (the resubmission would skip them).
+  for (int i = 0; i < 600 && (rank_pid(0) > 0 || rank_pid(1) > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   int64_t ckpt_step = *core::CheckpointDir(s.run_dir + "/exp/" + id + "/ckpt").latest_step();
   CHECK(ckpt_step > 0);
 
@@ -184,7 +192,7 @@ TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from i
   REQUIRE(r.code == 0);
   for (auto& [eid, st] : stores(s.run_dir)) {
     CHECK(st.status.state == core::RunState::completed);
-    CHECK(st.status.step == 60);
+    CHECK(st.status.step == 200);
   }
   core::StoreSnapshot done = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
   CHECK(done.status.attempts == 2);
