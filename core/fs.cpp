@@ -93,6 +93,17 @@ double unix_time() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+bool process_alive(int64_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return true;  // no /proc: it exists
+  // "pid (comm) S ...": the state follows the last ')'.
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+}
+
 void remove_stale_temp_files(const std::string& dir) {
   std::error_code ec;
   for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
@@ -109,7 +120,7 @@ void remove_stale_temp_files(const std::string& dir) {
     long pid = std::strtol(rest.c_str() + before + 1, nullptr, 10);
     if (pid <= 0 || host != host_name()) continue;
     // Only files of dead processes: a live writer may still rename its file.
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;
+    if (process_alive(pid)) continue;
     std::error_code rm_ec;
     fs::remove(it->path(), rm_ec);
   }

@@ -31,6 +31,11 @@ void make_dirs(const std::string& path);
 // Current host name.
 std::string host_name();
 
+// Whether process `pid` of this host lives: it exists (another user's counts)
+// and is not a zombie (killed, not yet reaped by its parent: it holds
+// nothing any more). False for pid <= 0.
+bool process_alive(int64_t pid);
+
 // Seconds since the Unix epoch, with sub-second resolution.
 double unix_time();
 

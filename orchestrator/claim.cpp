@@ -89,31 +89,12 @@ std::optional<ClaimInfo> current_claim(const std::string& exp_dir) {
   return best;
 }
 
-namespace {
-
-// Whether process `pid` of this host still lives: it exists and is not a
-// zombie (killed, not yet reaped by its parent: it holds nothing any more).
-bool process_alive(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  std::string stat;
-  try {
-    stat = core::read_file("/proc/" + std::to_string(pid) + "/stat");
-  } catch (const std::exception&) {
-    return true;  // cannot tell: assume it lives
-  }
-  // "pid (comm) S ...": the state follows the last ')'.
-  const size_t close = stat.rfind(')');
-  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
-}
-
-}  // namespace
-
 bool claim_is_stale(const ClaimInfo& c, const ClaimOwner& me, double timeout) {
   if (c.age > timeout) return true;
   // The same process: ours, not stale.
   if (c.owner.host == me.host && c.owner.pid == me.pid) return false;
   // On this host, a dead process no longer holds anything.
-  if (c.owner.host == me.host && c.owner.pid > 0 && !process_alive(static_cast<pid_t>(c.owner.pid))) return true;
+  if (c.owner.host == me.host && c.owner.pid > 0 && !core::process_alive(c.owner.pid)) return true;
   // Our own scheduler job, from before a requeue: its processes are gone.
   if (!me.job_id.empty() && c.owner.job_id == me.job_id && c.owner.restart_count < me.restart_count) return true;
   return false;

@@ -63,8 +63,6 @@ RunResult fail(core::ExperimentStore* store, const std::string& message, int64_t
   return r;
 }
 
-bool process_alive(int64_t pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
-
 }  // namespace
 
 RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions& options) {
@@ -253,7 +251,7 @@ void evaluate_experiment(const EvalRequest& req) {
   {
     core::StoreSnapshot snap = core::ExperimentStore::read(store_path);
     const auto& s = snap.status;
-    if (s.state == core::RunState::running && s.host == core::host_name() && process_alive(s.pid) &&
+    if (s.state == core::RunState::running && s.host == core::host_name() && core::process_alive(s.pid) &&
         s.pid != static_cast<int64_t>(::getpid()))
       throw InputError(store_path + ": the experiment is running (pid " + std::to_string(s.pid) +
                        "); evaluate it when it has stopped");
