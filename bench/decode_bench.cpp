@@ -187,7 +187,8 @@ struct Printer {
                   "%15s | %7.1f",
                   kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
                   start_ms, mid_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes,
-                  mb(r.state.kv_cache).c_str(), mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(), state_x.c_str(), r.setup_s);
+                  mb(r.state.kv_cache).c_str(), mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(),
+                  state_x.c_str(), r.setup_s);
     out << line;
     if (full) out << fmt(" %13.0f", r.window_tok_s);
     out << "\n";
