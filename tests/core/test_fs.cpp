@@ -8,7 +8,7 @@
 
 using namespace mambamt;
 
-TEST_CASE("process_alive: this process and its parent live; no pid, an exited pid and a zombie do not") {
+TEST_CASE("process_alive: this process and its parent live, but not pid 0, a zombie or a reaped child") {
   CHECK(core::process_alive(::getpid()));
   CHECK(core::process_alive(::getppid()));
   CHECK_FALSE(core::process_alive(0));
