@@ -116,15 +116,17 @@ MAMBAMT_INLINE S dot(const S* a, const S* b, int64_t n) {
 
 // Rows of one head are 4 KB apart or more in (B,L,H,P) tensors, a new page each,
 // where the hardware prefetchers stop; so the next block's rows are requested
-// by hand while the current block computes (on every row's cache lines).
+// by hand while the current block computes (on every row's cache lines). Into
+// L2, not L1: a block's rows (32 rows of up to 8 heads, 64 KB) at a 4 KB
+// stride fall into the same few L1 sets and would evict one another.
 template <typename S>
 inline void prefetch_rows(const S* row0, int64_t row_stride, int64_t rows, int64_t row_len, bool write) {
   if (!row0) return;
   for (int64_t r = 0; r < rows; ++r) {
     const char* p = reinterpret_cast<const char*>(row0 + r * row_stride);
     for (int64_t off = 0; off < row_len * int64_t(sizeof(S)); off += 64) {
-      if (write) __builtin_prefetch(p + off, 1, 3);
-      else __builtin_prefetch(p + off, 0, 3);
+      if (write) __builtin_prefetch(p + off, 1, 2);
+      else __builtin_prefetch(p + off, 0, 2);
     }
   }
 }

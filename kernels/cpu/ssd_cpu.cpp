@@ -131,17 +131,25 @@ struct BlockExp {
   const S* E() const { return buf; }
   const S* ec() const { return buf + T * T; }
   const S* eb() const { return buf + T * T + T; }
+  // Branch-free loops, so that they vectorise: cs never increases (dte >= 0,
+  // A < 0), so cs_t - cs_s <= 0 for s <= t; above the diagonal the difference
+  // is clamped to 0 before the exp (no overflow) and the result masked.
   MAMBAMT_INLINE void compute(const Ops<S>& ops, const Decay<S>& d) {
     const S last = d.cs[d.len - 1];
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t s = 0; s < T; ++s) buf[t * T + s] = s <= t ? d.cs[t] - d.cs[s] : S(0);
+    for (int64_t t = 0; t < T; ++t) {
+      const S ct = d.cs[t];
+      S* row = buf + t * T;
+      for (int64_t s = 0; s < T; ++s) row[s] = std::min(ct - d.cs[s], S(0));
+    }
     for (int64_t t = 0; t < T; ++t) {
       buf[T * T + t] = d.cs[t];
       buf[T * T + T + t] = last - d.cs[t];
     }
     ops.exp(buf, buf, T * T + 2 * T);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t s = t + 1; s < T; ++s) buf[t * T + s] = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      S* row = buf + t * T;
+      for (int64_t s = 0; s < T; ++s) row[s] = s <= t ? row[s] : S(0);
+    }
   }
 };
 
@@ -366,7 +374,7 @@ struct BwdWork {
   std::vector<Decay<S>> dec;
   explicit BwdWork(const Dims& d)
       : Hs((kChunksPerCkpt + 1) * d.Pp * d.Np), XP(kChunksPerCkpt * T * d.Pp), XT(d.Pp * T),
-        dHTdY((d.Np + T) * d.Pp), AC(T * (T + d.Pp)), AB(T * (T + d.Pp)), AU(T * (d.Np + T)),
+        dHTdY((d.Np + T) * d.Pp), AC(T * (T + d.Pp)), AB(T * d.Pp), AU(T * (d.Np + T)),
         Sm(T * T), dCh(T * d.Np), dBh(T * d.Np), dU(T * d.Pp), Bs(T * d.Np), tmp(2 * d.Pp),
         dec(kChunksPerCkpt) {}
 };
@@ -495,7 +503,7 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
     ops.transpose(T, d.Pp, X, d.Pp, w.XT.data(), T);
     ops.gemm(len, d.P, T, dY, d.Pp, 1, w.XT.data(), T, w.Sm.data(), T, S(0));
 
-    // Left operands: AC = [M o S | e^cs dY], AB = [(M o S)^T | e^(cs_T-cs) u],
+    // Left operands: AC = [M o S | e^cs dY], AB = e^(cs_T-cs) u,
     // AU = [e^(cs_T-cs) B | (M o CB)^T]; zero past len.
     const S* cb = CBall + ((b * d.G + g) * d.nc + c) * T * T;
     for (int64_t t = 0; t < T; ++t) {
@@ -507,24 +515,24 @@ MAMBAMT_INLINE void backward_segment(const SsdBwdParams& p, const Dims& d, const
         std::fill(ac, ac + T, S(0));
       }
     }
+    // (M o CB)^T by a vector transpose (Sm is free once AC holds M o S); the
+    // (M o S)^T columns of AB are not stored: dB's product reads AC transposed.
+    for (int64_t i = 0; i < T * T; ++i) w.Sm[i] = E[i] * cb[i];
+    ops.transpose(T, T, w.Sm.data(), T, w.AU.data() + d.Np, ldU);
     for (int64_t s = 0; s < T; ++s) {
-      S* ab = w.AB.data() + s * ldA;
+      S* ab = w.AB.data() + s * d.Pp;
       S* au = w.AU.data() + s * ldU;
-      for (int64_t t = 0; t < T; ++t) {
-        ab[t] = w.AC[t * ldA + s];
-        au[d.Np + t] = E[t * T + s] * cb[t * T + s];
-      }
       const S* xr = X + s * d.Pp;
       const S fu = eb[s] * dec.dte[s];
-      for (int64_t pp = 0; pp < d.P; ++pp) ab[T + pp] = fu * xr[pp];
+      for (int64_t pp = 0; pp < d.P; ++pp) ab[pp] = fu * xr[pp];
       const S fb = s < len ? eb[s] : S(0);
       for (int64_t n = 0; n < d.Np; ++n) au[n] = fb * Bb[s * d.Np + n];
     }
 
     ops.gemm(len, T, d.Np, w.AC.data(), ldA, 1, Bb, d.Np, w.dCh.data(), d.Np, S(0));
     ops.gemm(len, d.P, d.Np, w.AC.data() + T, ldA, 1, H0, d.Np, w.dCh.data(), d.Np, S(1));
-    ops.gemm(len, T, d.Np, w.AB.data(), ldA, 1, Cb, d.Np, w.dBh.data(), d.Np, S(0));
-    ops.gemm(len, d.P, d.Np, w.AB.data() + T, ldA, 1, dH, d.Np, w.dBh.data(), d.Np, S(1));
+    ops.gemm(len, T, d.Np, w.AC.data(), 1, ldA, Cb, d.Np, w.dBh.data(), d.Np, S(0));
+    ops.gemm(len, d.P, d.Np, w.AB.data(), d.Pp, 1, dH, d.Np, w.dBh.data(), d.Np, S(1));
     ops.transpose(d.Pp, d.Np, dH, d.Np, w.dHTdY.data(), d.Pp);
     ops.gemm(len, d.Np + T, d.Pp, w.AU.data(), ldU, 1, w.dHTdY.data(), d.Pp, w.dU.data(), d.Pp, S(0));
 
