@@ -704,42 +704,84 @@ void backward_impl(const SsdBwdParams& p) {
 
 // ------------------------------------------------------------- decode step
 
+// Rows (batch, head) [begin, end): the state update and output of each
+// channel in one pass over its N states; the gate's exps in vectorised calls
+// over up to 64 channels.
 template <typename S>
-void step_impl(const SsdStepParams& p) {
+MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t begin, int64_t end) {
   const int64_t H = p.nheads, P = p.headdim, N = p.dstate, hpg = p.nheads / p.ngroups;
-  at::parallel_for(0, p.batch * H, grain(p.batch * H), [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / H, h = task % H, g = h / hpg;
-      const S* x = static_cast<const S*>(p.x) + task * P;
-      S* y = static_cast<S*>(p.y) + task * P;
-      if (p.mask && !p.mask[b]) {
-        std::fill(y, y + P, S(0));
+  constexpr int64_t kChunk = 64;
+  S v[kChunk], e[kChunk];
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / H, h = task % H, g = h / hpg;
+    const S* x = static_cast<const S*>(p.x) + task * P;
+    S* y = static_cast<S*>(p.y) + task * P;
+    if (p.mask && !p.mask[b]) {
+      std::fill(y, y + P, S(0));
+      continue;
+    }
+    S dte = static_cast<const S*>(p.dt)[task] + (p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0));
+    if (p.dt_softplus && dte <= S(20)) dte = std::log1p(std::exp(dte));
+    const S decay = std::exp(-std::exp(static_cast<const S*>(p.A_log)[h]) * dte);
+    const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
+    const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
+    const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
+    S* st = static_cast<S*>(p.state) + task * P * N;
+    for (int64_t p0 = 0; p0 < P; p0 += kChunk) {
+      const int64_t n = std::min(kChunk, P - p0);
+      for (int64_t j = 0; j < n; ++j) {
+        S* row = st + (p0 + j) * N;
+        const S u = dte * x[p0 + j];
+        S acc = 0;
+        for (int64_t k = 0; k < N; ++k) {
+          row[k] = decay * row[k] + u * Bv[k];
+          acc += row[k] * Cv[k];
+        }
+        v[j] = acc + Dh * x[p0 + j];
+      }
+      if (!p.z) {
+        std::copy(v, v + n, y + p0);
         continue;
       }
-      S dte = static_cast<const S*>(p.dt)[task] + (p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0));
-      if (p.dt_softplus && dte <= S(20)) dte = std::log1p(std::exp(dte));
-      const S decay = std::exp(-std::exp(static_cast<const S*>(p.A_log)[h]) * dte);
-      const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
-      const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
-      const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
-      S* st = static_cast<S*>(p.state) + task * P * N;
-      for (int64_t pp = 0; pp < P; ++pp) {
-        S* row = st + pp * N;
-        const S u = dte * x[pp];
-        S acc = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          row[n] = decay * row[n] + u * Bv[n];
-          acc += row[n] * Cv[n];
-        }
-        S v = acc + Dh * x[pp];
-        if (p.z) {
-          const S zv = static_cast<const S*>(p.z)[task * P + pp];
-          v *= zv / (S(1) + std::exp(-zv));
-        }
-        y[pp] = v;
-      }
+      const S* z = static_cast<const S*>(p.z) + task * P + p0;
+      for (int64_t j = 0; j < n; ++j) e[j] = -z[j];
+      ops.exp(e, e, n);
+      for (int64_t j = 0; j < n; ++j) y[p0 + j] = v[j] * z[j] / (S(1) + e[j]);
     }
-  });
+  }
+}
+
+void step_rows_base(const SsdStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
+  step_rows<float>(p, ops, begin, end);
+}
+#ifdef MAMBAMT_ISA_VARIANTS
+MAMBAMT_TARGET_AVX512 void step_rows_avx512(const SsdStepParams& p, const Ops<float>& ops, int64_t begin,
+                                            int64_t end) {
+  step_rows<float>(p, ops, begin, end);
+}
+MAMBAMT_TARGET_AVX2 void step_rows_avx2(const SsdStepParams& p, const Ops<float>& ops, int64_t begin,
+                                        int64_t end) {
+  step_rows<float>(p, ops, begin, end);
+}
+#endif
+
+void step_rows_any(const SsdStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
+#ifdef MAMBAMT_ISA_VARIANTS
+  if (isa_level() == 2) return step_rows_avx512(p, ops, begin, end);
+  if (isa_level() == 1) return step_rows_avx2(p, ops, begin, end);
+#endif
+  step_rows_base(p, ops, begin, end);
+}
+
+void step_rows_any(const SsdStepParams& p, const Ops<double>& ops, int64_t begin, int64_t end) {
+  step_rows<double>(p, ops, begin, end);
+}
+
+template <typename S>
+void step_impl(const SsdStepParams& p) {
+  const Ops<S> ops;
+  at::parallel_for(0, p.batch * p.nheads, grain(p.batch * p.nheads),
+                   [&](int64_t begin, int64_t end) { step_rows_any(p, ops, begin, end); });
 }
 
 }  // namespace

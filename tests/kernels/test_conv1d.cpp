@@ -75,20 +75,24 @@ TEST_CASE("causal_conv1d float32 and bfloat16", "[kernels]") {
 
 TEST_CASE("causal_conv1d_step run L times equals causal_conv1d", "[kernels]") {
   torch::manual_seed(33);
+  // d = 37 at b = 3: the CPU step's groups of 64 channels cross batch rows.
+  for (const int64_t w : {2, 3, 4})
+  for (const bool silu : {true, false})
   for (auto dtype : {torch::kDouble, torch::kFloat}) {
-    const int64_t b = 2, d = 5, l = 11, w = 4;
+    CAPTURE(w, silu, dtype);
+    const int64_t b = 3, d = 37, l = 11;
     auto x = torch::randn({b, d, l}).to(dtype), weight = torch::randn({d, w}).to(dtype);
     k::CausalConv1dOptions o;
-    o.bias = torch::randn({d}).to(dtype);
-    o.silu = true;
+    if (silu) o.bias = torch::randn({d}).to(dtype);
+    o.silu = silu;
     o.initial_state = torch::randn({b, d, w - 1}).to(dtype);
     o.return_final_state = true;
     auto full = k::causal_conv1d(x, weight, o);
     auto state = o.initial_state.clone(), ref_state = o.initial_state.clone();
     std::vector<torch::Tensor> ys;
     for (int64_t t = 0; t < l; ++t) {
-      ys.push_back(k::causal_conv1d_step(state, x.select(2, t), weight, o.bias, true));
-      auto yr = k::reference::causal_conv1d_step(ref_state, x.select(2, t), weight, o.bias, true);
+      ys.push_back(k::causal_conv1d_step(state, x.select(2, t), weight, o.bias, silu));
+      auto yr = k::reference::causal_conv1d_step(ref_state, x.select(2, t), weight, o.bias, silu);
       MAMBAMT_CHECK_CLOSE(ys.back(), yr, 1e-6, 1e-6);
     }
     MAMBAMT_CHECK_CLOSE(torch::stack(ys, 2), full.y, 1e-6, 1e-6);
