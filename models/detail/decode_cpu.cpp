@@ -81,7 +81,13 @@ __attribute__((target("avx512f"))) void linear_rows(const float* w, const float*
   for (; i + 8 <= i1; i += 8) {
     const float* r = w + i * kd;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    // The next block's 8 rows (contiguous, kd / 2 cache lines): one line
+    // requested every other column, so they are in flight while this block
+    // computes.
+    const char* next = reinterpret_cast<const char*>(r + 8 * kd);
+    const bool more = i + 16 <= i1;
     for (int64_t j = 0; j < kd; ++j) {
+      if (more && (j & 1) == 0) _mm_prefetch(next + j * 32, _MM_HINT_T0);
       const __m512 x = _mm512_loadu_ps(xt + j * 16);
       a0 = _mm512_fmadd_ps(_mm512_set1_ps(r[j]), x, a0);
       a1 = _mm512_fmadd_ps(_mm512_set1_ps(r[kd + j]), x, a1);
