@@ -3,7 +3,7 @@
 // Why the chunked form: per position and head the recurrence does P*N
 // multiply-adds for the state, P*N for the output and reloads the (P,N) state
 // from L1 every step (a scalar C++ loop ran at 12% of sgemm here). The chunked
-// (state-space dual) form over blocks of T = 16 positions turns the same work
+// (state-space dual) form over blocks of T = 32 positions turns the same work
 // into small dense products that keep their operands in registers:
 //   Y     = [L | diag(e^cs) C] [X ; S]     (T x (T+N)) (T+N x P)    outputs
 //   S_end = e^cs_T S + (decay*dt*B)^T X     (N x T)(T x P)           state
