@@ -131,15 +131,15 @@ struct BlockExp {
   const S* E() const { return buf; }
   const S* ec() const { return buf + T * T; }
   const S* eb() const { return buf + T * T + T; }
-  // Branch-free loops, so that they vectorise: cs never increases (dte >= 0,
-  // A < 0), so cs_t - cs_s <= 0 for s <= t; above the diagonal the difference
-  // is clamped to 0 before the exp (no overflow) and the result masked.
+  // Whole rows with selects instead of loops up to the diagonal, so that they
+  // vectorise: above the diagonal the exponent is 0 (no overflow) and the
+  // result is masked to 0 after the exp.
   MAMBAMT_INLINE void compute(const Ops<S>& ops, const Decay<S>& d) {
     const S last = d.cs[d.len - 1];
     for (int64_t t = 0; t < T; ++t) {
       const S ct = d.cs[t];
       S* row = buf + t * T;
-      for (int64_t s = 0; s < T; ++s) row[s] = std::min(ct - d.cs[s], S(0));
+      for (int64_t s = 0; s < T; ++s) row[s] = s <= t ? ct - d.cs[s] : S(0);
     }
     for (int64_t t = 0; t < T; ++t) {
       buf[T * T + t] = d.cs[t];
