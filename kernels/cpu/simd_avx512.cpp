@@ -21,6 +21,7 @@ namespace mambamt::kernels::cpu {
 // GCC 12 warns about the deliberately undefined upper lanes inside its own intrinsics.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
 
 namespace {
