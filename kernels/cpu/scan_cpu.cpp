@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/common.h"
@@ -115,10 +116,21 @@ MAMBAMT_INLINE void forward_channel(const ScanParams& p, const Dims& d, const Op
       std::memcpy(static_cast<S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + t0 / kSeg) * d.N, h,
                   d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, t0, len, w.dl.data(), w.sig.data());
-    for (int64_t t = 0; t < len; ++t)
-      for (int64_t n = 0; n < Np; ++n) w.dA[t * Np + n] = w.dl[t] * Ad[n];
-    ops.exp(w.dA.data(), w.dA.data(), len * Np);
-    for (int64_t t = 0; t < len; ++t) {
+    bool done = false;
+    if constexpr (std::is_same_v<S, float>) {
+      if (Np == 16) {  // d_state <= 16: the state in one vector register (cpu/simd.h)
+        ops.k.scan16(len, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
+        done = true;
+      }
+    }
+    if (!done) {
+      const S* dl = w.dl.data();
+      S* dA = w.dA.data();
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t n = 0; n < Np; ++n) dA[t * Np + n] = dl[t] * Ad[n];
+      ops.exp(dA, dA, len * Np);
+    }
+    for (int64_t t = 0; t < len && !done; ++t) {
       const S du = w.dl[t] * u[t0 + t];
       const S* da = w.dA.data() + t * Np;
       const S* bb = bt + (t0 + t) * Np;

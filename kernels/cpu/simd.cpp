@@ -33,8 +33,25 @@ void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds
   generic::transpose<float>(rows, cols, src, lds, dst, ldd);
 }
 
+void generic_scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
+                    float D, float* h, float* y) {
+  float dA[16];
+  for (int64_t t = 0; t < len; ++t) {
+    for (int n = 0; n < 16; ++n) dA[n] = dl[t] * A[n];
+    generic::exp<float>(dA, dA, 16);
+    const float du = dl[t] * u[t];
+    float acc = 0;
+    for (int n = 0; n < 16; ++n) {
+      h[n] = dA[n] * h[n] + du * B[t * 16 + n];
+      acc += h[n] * C[t * 16 + n];
+    }
+    y[t] = acc + D * u[t];
+  }
+}
+
 const FloatKernels& generic_kernels() {
-  static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus, &generic_transpose};
+  static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus, &generic_transpose,
+                              &generic_scan16};
   return k;
 }
 

@@ -37,6 +37,13 @@ struct FloatKernels {
   // dst[c*ldd + r] = src[r*lds + c] for r < rows, c < cols (rows and cols
   // multiples of kPadFloats; src and dst must not overlap).
   void (*transpose)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+
+  // The selective-scan recurrence of one channel with 16 states over len
+  // positions (B, C: rows of 16 floats; A: 16 floats):
+  //   h = exp(dl[t] A) * h + (dl[t] u[t]) B[t];   y[t] = C[t].h + D u[t]
+  // h (16) is updated in place. exp as exp() above.
+  void (*scan16)(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
+                 float D, float* h, float* y);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

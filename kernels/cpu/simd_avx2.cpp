@@ -13,6 +13,8 @@
 namespace mambamt::kernels::cpu {
 
 void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+void generic_scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
+                    float D, float* h, float* y);
 
 #ifdef MAMBAMT_HAVE_AVX2_KERNELS
 #pragma GCC push_options
@@ -174,7 +176,7 @@ void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
 
 const FloatKernels* avx2_kernels() {
   // The transpose is not hot enough to need its own AVX2 version.
-  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose};
+  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose, &generic_scan16};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok ? &k : nullptr;

@@ -231,13 +231,28 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
     for (int64_t c = 0; c < cols; c += 16) transpose16x16(src + r * lds + c, lds, dst + c * ldd + r, ldd);
 }
 
+// The state in one register across positions, the decays' exp computed in
+// place; C.h reduced once per position.
+void scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C, float D,
+            float* h, float* y) {
+  const __m512 av = _mm512_loadu_ps(A);
+  __m512 hv = _mm512_loadu_ps(h);
+  for (int64_t t = 0; t < len; ++t) {
+    const __m512 da = exp16(_mm512_mul_ps(_mm512_set1_ps(dl[t]), av));
+    const __m512 bu = _mm512_mul_ps(_mm512_set1_ps(dl[t] * u[t]), _mm512_loadu_ps(B + t * 16));
+    hv = _mm512_fmadd_ps(da, hv, bu);
+    y[t] = _mm512_reduce_add_ps(_mm512_mul_ps(hv, _mm512_loadu_ps(C + t * 16))) + D * u[t];
+  }
+  _mm512_storeu_ps(h, hv);
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose};
+  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan16};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
