@@ -88,3 +88,34 @@ TEST_CASE("simd transpose matches the portable one", "[kernels]") {
     }
   }
 }
+
+TEST_CASE("simd scan16 matches the recurrence in double precision", "[kernels]") {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  std::uniform_real_distribution<float> ud(0.01f, 0.5f);
+  for (const auto* k : sets()) {
+    INFO("kernel set " << k->name);
+    for (int64_t len : {1, 7, 64}) {
+      std::vector<float> dl(len), u(len), A(16), B(len * 16), C(len * 16), h(16), y(len);
+      for (auto& v : dl) v = ud(rng);
+      for (auto& v : u) v = nd(rng);
+      for (auto& v : A) v = -1.0f - 8.0f * ud(rng);
+      for (auto& v : B) v = nd(rng);
+      for (auto& v : C) v = nd(rng);
+      for (auto& v : h) v = nd(rng);
+      const float D = 0.3f;
+      std::vector<double> hr(h.begin(), h.end()), yr(len);
+      for (int64_t t = 0; t < len; ++t) {
+        double acc = 0;
+        for (int n = 0; n < 16; ++n) {
+          hr[n] = std::exp(double(dl[t]) * A[n]) * hr[n] + double(dl[t]) * u[t] * B[t * 16 + n];
+          acc += hr[n] * C[t * 16 + n];
+        }
+        yr[t] = acc + double(D) * u[t];
+      }
+      k->scan16(len, dl.data(), u.data(), A.data(), B.data(), C.data(), D, h.data(), y.data());
+      for (int64_t t = 0; t < len; ++t) CHECK(std::fabs(y[t] - yr[t]) <= 1e-5 * (1 + std::fabs(yr[t])));
+      for (int n = 0; n < 16; ++n) CHECK(std::fabs(h[n] - hr[n]) <= 1e-5 * (1 + std::fabs(hr[n])));
+    }
+  }
+}
