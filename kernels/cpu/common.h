@@ -38,6 +38,42 @@ inline int isa_level() {
 template <typename S>
 struct Ops;
 
+// Defines `void name(const Params&, const Ops<S>&, int64_t begin, int64_t end)`
+// for S = float, running body<float> in the variant compiled for the
+// instruction set in use, and for S = double, running body<double> (baseline).
+// For range kernels (the decode steps); the scans' block functions, with
+// longer signatures, spell their variants out.
+#ifdef MAMBAMT_ISA_VARIANTS
+#define MAMBAMT_RANGE_KERNEL(name, Params, body)                                                      \
+  void name##_base(const Params& p, const Ops<float>& ops, int64_t begin, int64_t end) {             \
+    body<float>(p, ops, begin, end);                                                                  \
+  }                                                                                                   \
+  MAMBAMT_TARGET_AVX512 void name##_avx512(const Params& p, const Ops<float>& ops, int64_t begin,   \
+                                           int64_t end) {                                           \
+    body<float>(p, ops, begin, end);                                                                  \
+  }                                                                                                   \
+  MAMBAMT_TARGET_AVX2 void name##_avx2(const Params& p, const Ops<float>& ops, int64_t begin,       \
+                                       int64_t end) {                                               \
+    body<float>(p, ops, begin, end);                                                                  \
+  }                                                                                                   \
+  void name(const Params& p, const Ops<float>& ops, int64_t begin, int64_t end) {                    \
+    if (isa_level() == 2) return name##_avx512(p, ops, begin, end);                                   \
+    if (isa_level() == 1) return name##_avx2(p, ops, begin, end);                                     \
+    name##_base(p, ops, begin, end);                                                                  \
+  }                                                                                                   \
+  void name(const Params& p, const Ops<double>& ops, int64_t begin, int64_t end) {                   \
+    body<double>(p, ops, begin, end);                                                                 \
+  }
+#else
+#define MAMBAMT_RANGE_KERNEL(name, Params, body)                                                      \
+  void name(const Params& p, const Ops<float>& ops, int64_t begin, int64_t end) {                    \
+    body<float>(p, ops, begin, end);                                                                  \
+  }                                                                                                   \
+  void name(const Params& p, const Ops<double>& ops, int64_t begin, int64_t end) {                   \
+    body<double>(p, ops, begin, end);                                                                 \
+  }
+#endif
+
 template <>
 struct Ops<float> {
   const FloatKernels& k = float_kernels();

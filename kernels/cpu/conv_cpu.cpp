@@ -166,31 +166,7 @@ MAMBAMT_INLINE void step_rows_any_width(const ConvStepParams& p, const Ops<S>& o
   }
 }
 
-void step_rows_base(const ConvStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
-  step_rows_any_width<float>(p, ops, begin, end);
-}
-#ifdef MAMBAMT_ISA_VARIANTS
-MAMBAMT_TARGET_AVX512 void step_rows_avx512(const ConvStepParams& p, const Ops<float>& ops, int64_t begin,
-                                            int64_t end) {
-  step_rows_any_width<float>(p, ops, begin, end);
-}
-MAMBAMT_TARGET_AVX2 void step_rows_avx2(const ConvStepParams& p, const Ops<float>& ops, int64_t begin,
-                                        int64_t end) {
-  step_rows_any_width<float>(p, ops, begin, end);
-}
-#endif
-
-void step_rows_dispatch(const ConvStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
-#ifdef MAMBAMT_ISA_VARIANTS
-  if (isa_level() == 2) return step_rows_avx512(p, ops, begin, end);
-  if (isa_level() == 1) return step_rows_avx2(p, ops, begin, end);
-#endif
-  step_rows_base(p, ops, begin, end);
-}
-
-void step_rows_dispatch(const ConvStepParams& p, const Ops<double>& ops, int64_t begin, int64_t end) {
-  step_rows_any_width<double>(p, ops, begin, end);
-}
+MAMBAMT_RANGE_KERNEL(step_rows_dispatch, ConvStepParams, step_rows_any_width)
 
 template <typename S>
 void step_impl(const ConvStepParams& p) {

@@ -116,31 +116,29 @@ MAMBAMT_INLINE void forward_channel(const ScanParams& p, const Dims& d, const Op
       std::memcpy(static_cast<S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + t0 / kSeg) * d.N, h,
                   d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, t0, len, w.dl.data(), w.sig.data());
-    bool done = false;
+    bool vector16 = false;  // d_state <= 16 in float: the state in one vector register (cpu/simd.h)
     if constexpr (std::is_same_v<S, float>) {
-      if (Np == 16) {  // d_state <= 16: the state in one vector register (cpu/simd.h)
-        ops.k.scan16(len, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
-        done = true;
-      }
+      vector16 = Np == 16;
+      if (vector16) ops.k.scan16(len, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
     }
-    if (!done) {
+    if (!vector16) {
       const S* dl = w.dl.data();
       S* dA = w.dA.data();
       for (int64_t t = 0; t < len; ++t)
         for (int64_t n = 0; n < Np; ++n) dA[t * Np + n] = dl[t] * Ad[n];
       ops.exp(dA, dA, len * Np);
-    }
-    for (int64_t t = 0; t < len && !done; ++t) {
-      const S du = w.dl[t] * u[t0 + t];
-      const S* da = w.dA.data() + t * Np;
-      const S* bb = bt + (t0 + t) * Np;
-      const S* cc = ct + (t0 + t) * Np;
-      S acc = 0;
-      for (int64_t n = 0; n < Np; ++n) {
-        h[n] = da[n] * h[n] + du * bb[n];
-        acc += h[n] * cc[n];
+      for (int64_t t = 0; t < len; ++t) {
+        const S du = dl[t] * u[t0 + t];
+        const S* da = dA + t * Np;
+        const S* bb = bt + (t0 + t) * Np;
+        const S* cc = ct + (t0 + t) * Np;
+        S acc = 0;
+        for (int64_t n = 0; n < Np; ++n) {
+          h[n] = da[n] * h[n] + du * bb[n];
+          acc += h[n] * cc[n];
+        }
+        w.yv[t] = acc + Dd * u[t0 + t];
       }
-      w.yv[t] = acc + Dd * u[t0 + t];
     }
     for (int64_t t = 0; t < len; ++t)
       if (p.mask && !p.mask[b * d.L + t0 + t]) w.yv[t] = 0;

@@ -751,31 +751,7 @@ MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t
   }
 }
 
-void step_rows_base(const SsdStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
-  step_rows<float>(p, ops, begin, end);
-}
-#ifdef MAMBAMT_ISA_VARIANTS
-MAMBAMT_TARGET_AVX512 void step_rows_avx512(const SsdStepParams& p, const Ops<float>& ops, int64_t begin,
-                                            int64_t end) {
-  step_rows<float>(p, ops, begin, end);
-}
-MAMBAMT_TARGET_AVX2 void step_rows_avx2(const SsdStepParams& p, const Ops<float>& ops, int64_t begin,
-                                        int64_t end) {
-  step_rows<float>(p, ops, begin, end);
-}
-#endif
-
-void step_rows_any(const SsdStepParams& p, const Ops<float>& ops, int64_t begin, int64_t end) {
-#ifdef MAMBAMT_ISA_VARIANTS
-  if (isa_level() == 2) return step_rows_avx512(p, ops, begin, end);
-  if (isa_level() == 1) return step_rows_avx2(p, ops, begin, end);
-#endif
-  step_rows_base(p, ops, begin, end);
-}
-
-void step_rows_any(const SsdStepParams& p, const Ops<double>& ops, int64_t begin, int64_t end) {
-  step_rows<double>(p, ops, begin, end);
-}
+MAMBAMT_RANGE_KERNEL(step_rows_any, SsdStepParams, step_rows)
 
 template <typename S>
 void step_impl(const SsdStepParams& p) {
