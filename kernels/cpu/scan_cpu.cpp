@@ -202,10 +202,10 @@ void forward_impl(const ScanParams& p) {
 
 template <typename S>
 struct BwdWork {
-  std::vector<S> dh, Ad, dAp, H, dA, dl, sig, dy, gz;
+  std::vector<S> dh, Ad, dAp, H, dA, dl, sig, dy, gz, sB, g;
   explicit BwdWork(const Dims& d)
       : dh(d.Np), Ad(d.Np), dAp(d.Np), H((kSeg + 1) * d.Np), dA(kSeg * d.Np), dl(kSeg), sig(kSeg),
-        dy(kSeg), gz(kSeg) {}
+        dy(kSeg), gz(kSeg), sB(kSeg), g(kSeg) {}
 };
 
 // One channel's backward pass. dBt, dCt: the task's (L, Np) accumulators of
@@ -244,16 +244,23 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
     std::memcpy(H, static_cast<const S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + seg) * d.N,
                 d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, s0, len, w.dl.data(), w.sig.data());
-    for (int64_t t = 0; t < len; ++t)
-      for (int64_t n = 0; n < Np; ++n) w.dA[t * Np + n] = w.dl[t] * Ad[n];
-    ops.exp(w.dA.data(), w.dA.data(), len * Np);
-    for (int64_t t = 0; t < len; ++t) {
-      const S dub = w.dl[t] * u[s0 + t];
-      const S* da = w.dA.data() + t * Np;
-      const S* bb = bt + (s0 + t) * Np;
-      const S* hp = H + t * Np;
-      S* hn = H + (t + 1) * Np;
-      for (int64_t n = 0; n < Np; ++n) hn[n] = da[n] * hp[n] + dub * bb[n];
+    // d_state <= 16 in float: the micro-kernels (cpu/simd.h), here and below.
+    const bool vector16 = std::is_same_v<S, float> && Np == 16;
+    if constexpr (std::is_same_v<S, float>) {
+      if (vector16) ops.k.states16(len, w.dl.data(), u + s0, Ad, bt + s0 * Np, w.dA.data(), H);
+    }
+    if (!vector16) {
+      for (int64_t t = 0; t < len; ++t)
+        for (int64_t n = 0; n < Np; ++n) w.dA[t * Np + n] = w.dl[t] * Ad[n];
+      ops.exp(w.dA.data(), w.dA.data(), len * Np);
+      for (int64_t t = 0; t < len; ++t) {
+        const S dub = w.dl[t] * u[s0 + t];
+        const S* da = w.dA.data() + t * Np;
+        const S* bb = bt + (s0 + t) * Np;
+        const S* hp = H + t * Np;
+        S* hn = H + (t + 1) * Np;
+        for (int64_t n = 0; n < Np; ++n) hn[n] = da[n] * hp[n] + dub * bb[n];
+      }
     }
     // Gradient of y before the gate.
     for (int64_t t = 0; t < len; ++t) w.dy[t] = dout[s0 + t];
@@ -272,6 +279,21 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
     if (p.mask)
       for (int64_t t = 0; t < len; ++t)
         if (!p.mask[b * d.L + s0 + t]) w.dy[t] = 0;
+    if constexpr (std::is_same_v<S, float>) {
+      if (vector16) {
+        ops.k.scan16_bwd(len, w.dl.data(), u + s0, w.dy.data(), Ad, w.dA.data(), bt + s0 * Np, ct + s0 * Np, H,
+                         dBt + s0 * Np, dCt + s0 * Np, dh, dAp, w.sB.data(), w.g.data());
+        for (int64_t t = 0; t < len; ++t) {
+          const int64_t l = s0 + t;
+          dD += w.dy[t] * u[l];
+          du[l] = Dd * w.dy[t] + w.dl[t] * w.sB[t];
+          const S gd = w.g[t] * w.sig[t];
+          ddelta[l] = gd;
+          dbias += gd;
+        }
+        continue;
+      }
+    }
     for (int64_t t = len - 1; t >= 0; --t) {
       const int64_t l = s0 + t;
       const S dy = w.dy[t], dl = w.dl[t], ut = u[l];

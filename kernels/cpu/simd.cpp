@@ -49,9 +49,43 @@ void generic_scan16(int64_t len, const float* dl, const float* u, const float* A
   }
 }
 
+void generic_states16(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a,
+                      float* H) {
+  for (int64_t t = 0; t < len; ++t) {
+    float* at = a + t * 16;
+    for (int n = 0; n < 16; ++n) at[n] = dl[t] * A[n];
+    generic::exp<float>(at, at, 16);
+    const float du = dl[t] * u[t];
+    for (int n = 0; n < 16; ++n) H[(t + 1) * 16 + n] = at[n] * H[t * 16 + n] + du * B[t * 16 + n];
+  }
+}
+
+void generic_scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, const float* A,
+                        const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
+                        float* dh, float* dA, float* sB, float* g) {
+  for (int64_t t = len - 1; t >= 0; --t) {
+    const float* at = a + t * 16;
+    const float* hp = H + t * 16;
+    const float dlu = dl[t] * u[t];
+    float sa = 0, sb = 0;
+    for (int n = 0; n < 16; ++n) {
+      const float dhn = dh[n] + dy[t] * C[t * 16 + n];
+      dC[t * 16 + n] += dy[t] * hp[16 + n];
+      dB[t * 16 + n] += dlu * dhn;
+      const float q = dhn * hp[n] * at[n];
+      dA[n] += dl[t] * q;
+      sa += A[n] * q;
+      sb += B[t * 16 + n] * dhn;
+      dh[n] = dhn * at[n];
+    }
+    sB[t] = sb;
+    g[t] = sa + u[t] * sb;
+  }
+}
+
 const FloatKernels& generic_kernels() {
   static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus, &generic_transpose,
-                              &generic_scan16};
+                              &generic_scan16, &generic_states16, &generic_scan16_bwd};
   return k;
 }
 

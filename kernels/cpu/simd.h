@@ -44,6 +44,23 @@ struct FloatKernels {
   // h (16) is updated in place. exp as exp() above.
   void (*scan16)(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
                  float D, float* h, float* y);
+
+  // The same recurrence keeping what its backward needs: the decays
+  // a[t] = exp(dl[t] A) as rows of a, and the states: H row 0 holds h on entry
+  // (read), rows 1..len receive h after each position.
+  void (*states16)(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a,
+                   float* H);
+
+  // The backward of that recurrence, positions len-1 down to 0, given the
+  // decays a[t] = exp(dl[t] A) and the states H[t] = h_{t-1}, H[t+1] = h_t
+  // (rows of 16; H has len + 1 rows). With dh = dL/dh_t coming in:
+  //   dhn = dh + dy[t] C[t];   dC[t] += dy[t] H[t+1];   dB[t] += (dl[t] u[t]) dhn
+  //   q = dhn * H[t] * a[t];   dA += dl[t] q;   sB[t] = B[t].dhn;
+  //   g[t] = A.q + u[t] sB[t];   dh = dhn * a[t]
+  // dh and dA (16 each) are updated in place; g[t] is the gradient of dl[t].
+  void (*scan16_bwd)(int64_t len, const float* dl, const float* u, const float* dy, const float* A,
+                     const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
+                     float* dh, float* dA, float* sB, float* g);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

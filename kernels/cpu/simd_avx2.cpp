@@ -15,6 +15,11 @@ namespace mambamt::kernels::cpu {
 void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 void generic_scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
                     float D, float* h, float* y);
+void generic_states16(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a,
+                      float* H);
+void generic_scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, const float* A,
+                        const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
+                        float* dh, float* dA, float* sB, float* g);
 
 #ifdef MAMBAMT_HAVE_AVX2_KERNELS
 #pragma GCC push_options
@@ -176,7 +181,8 @@ void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
 
 const FloatKernels* avx2_kernels() {
   // The transpose is not hot enough to need its own AVX2 version.
-  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose, &generic_scan16};
+  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose, &generic_scan16,
+                              &generic_states16, &generic_scan16_bwd};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok ? &k : nullptr;

@@ -246,13 +246,48 @@ void scan16(int64_t len, const float* dl, const float* u, const float* A, const 
   _mm512_storeu_ps(h, hv);
 }
 
+void states16(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a, float* H) {
+  const __m512 av = _mm512_loadu_ps(A);
+  __m512 hv = _mm512_loadu_ps(H);
+  for (int64_t t = 0; t < len; ++t) {
+    const __m512 da = exp16(_mm512_mul_ps(_mm512_set1_ps(dl[t]), av));
+    _mm512_storeu_ps(a + t * 16, da);
+    hv = _mm512_fmadd_ps(da, hv, _mm512_mul_ps(_mm512_set1_ps(dl[t] * u[t]), _mm512_loadu_ps(B + t * 16)));
+    _mm512_storeu_ps(H + (t + 1) * 16, hv);
+  }
+}
+
+// The chain from one position to the next is dh alone (an FMA and a multiply);
+// the two sums per position are off it, so they overlap with the next position.
+void scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, const float* A, const float* a,
+                const float* B, const float* C, const float* H, float* dB, float* dC, float* dh, float* dA,
+                float* sB, float* g) {
+  const __m512 av = _mm512_loadu_ps(A);
+  __m512 dhv = _mm512_loadu_ps(dh), dav = _mm512_loadu_ps(dA);
+  for (int64_t t = len - 1; t >= 0; --t) {
+    const __m512 dyv = _mm512_set1_ps(dy[t]);
+    const __m512 at = _mm512_loadu_ps(a + t * 16);
+    const __m512 dhn = _mm512_fmadd_ps(dyv, _mm512_loadu_ps(C + t * 16), dhv);
+    _mm512_storeu_ps(dC + t * 16, _mm512_fmadd_ps(dyv, _mm512_loadu_ps(H + (t + 1) * 16), _mm512_loadu_ps(dC + t * 16)));
+    _mm512_storeu_ps(dB + t * 16, _mm512_fmadd_ps(_mm512_set1_ps(dl[t] * u[t]), dhn, _mm512_loadu_ps(dB + t * 16)));
+    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(dhn, _mm512_loadu_ps(H + t * 16)), at);
+    dav = _mm512_fmadd_ps(_mm512_set1_ps(dl[t]), q, dav);
+    const __m512 bd = _mm512_mul_ps(_mm512_loadu_ps(B + t * 16), dhn);
+    sB[t] = _mm512_reduce_add_ps(bd);
+    g[t] = _mm512_reduce_add_ps(_mm512_fmadd_ps(av, q, _mm512_mul_ps(_mm512_set1_ps(u[t]), bd)));
+    dhv = _mm512_mul_ps(dhn, at);
+  }
+  _mm512_storeu_ps(dh, dhv);
+  _mm512_storeu_ps(dA, dav);
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan16};
+  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan16, &states16, &scan16_bwd};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

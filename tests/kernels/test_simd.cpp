@@ -119,3 +119,64 @@ TEST_CASE("simd scan16 matches the recurrence in double precision", "[kernels]")
     }
   }
 }
+
+// The backward micro-kernels against the same recurrence and its gradient
+// written out in double precision: states16 recomputes the decays and states
+// from a start state, scan16_bwd walks back through them.
+TEST_CASE("simd states16 and scan16_bwd match the recurrence and its gradient in double precision",
+          "[kernels]") {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd;
+  std::uniform_real_distribution<float> ud(0.01f, 0.5f);
+  auto near = [](double got, double want) { return std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)); };
+  for (const auto* k : sets()) {
+    INFO("kernel set " << k->name);
+    for (int64_t len : {1, 7, 64}) {
+      INFO("len " << len);
+      std::vector<float> dl(len), u(len), dy(len), A(16), B(len * 16), C(len * 16), h0(16), dh(16), dA(16);
+      std::vector<float> dB(len * 16), dC(len * 16);
+      for (auto& v : dl) v = ud(rng);
+      for (auto& v : A) v = -1.0f - 8.0f * ud(rng);
+      for (auto* vec : {&u, &dy, &B, &C, &h0, &dh, &dA, &dB, &dC})
+        for (auto& v : *vec) v = nd(rng);
+      // Double: states and decays forward, then the gradient backward.
+      std::vector<double> a(len * 16), H((len + 1) * 16);
+      for (int n = 0; n < 16; ++n) H[n] = h0[n];
+      for (int64_t t = 0; t < len; ++t)
+        for (int n = 0; n < 16; ++n) {
+          a[t * 16 + n] = std::exp(double(dl[t]) * A[n]);
+          H[(t + 1) * 16 + n] = a[t * 16 + n] * H[t * 16 + n] + double(dl[t]) * u[t] * B[t * 16 + n];
+        }
+      std::vector<double> rdh(dh.begin(), dh.end()), rdA(dA.begin(), dA.end()), rdB(dB.begin(), dB.end()),
+          rdC(dC.begin(), dC.end()), rsB(len), rg(len);
+      for (int64_t t = len - 1; t >= 0; --t) {
+        double sa = 0, sb = 0;
+        for (int n = 0; n < 16; ++n) {
+          const double dhn = rdh[n] + double(dy[t]) * C[t * 16 + n];
+          rdC[t * 16 + n] += double(dy[t]) * H[(t + 1) * 16 + n];
+          rdB[t * 16 + n] += double(dl[t]) * u[t] * dhn;
+          const double q = dhn * H[t * 16 + n] * a[t * 16 + n];
+          rdA[n] += double(dl[t]) * q;
+          sa += double(A[n]) * q;
+          sb += double(B[t * 16 + n]) * dhn;
+          rdh[n] = dhn * a[t * 16 + n];
+        }
+        rsB[t] = sb;
+        rg[t] = sa + double(u[t]) * sb;
+      }
+      std::vector<float> af(len * 16), Hf((len + 1) * 16), sB(len), g(len);
+      std::copy(h0.begin(), h0.end(), Hf.begin());
+      k->states16(len, dl.data(), u.data(), A.data(), B.data(), af.data(), Hf.data());
+      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(af[i], a[i]));
+      for (int64_t i = 0; i < (len + 1) * 16; ++i) CHECK(near(Hf[i], H[i]));
+      k->scan16_bwd(len, dl.data(), u.data(), dy.data(), A.data(), af.data(), B.data(), C.data(), Hf.data(),
+                    dB.data(), dC.data(), dh.data(), dA.data(), sB.data(), g.data());
+      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(dB[i], rdB[i]));
+      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(dC[i], rdC[i]));
+      for (int n = 0; n < 16; ++n) CHECK(near(dh[n], rdh[n]));
+      for (int n = 0; n < 16; ++n) CHECK(near(dA[n], rdA[n]));
+      for (int64_t t = 0; t < len; ++t) CHECK(near(sB[t], rsB[t]));
+      for (int64_t t = 0; t < len; ++t) CHECK(near(g[t], rg[t]));
+    }
+  }
+}
