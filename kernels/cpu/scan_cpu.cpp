@@ -116,12 +116,9 @@ MAMBAMT_INLINE void forward_channel(const ScanParams& p, const Dims& d, const Op
       std::memcpy(static_cast<S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + t0 / kSeg) * d.N, h,
                   d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, t0, len, w.dl.data(), w.sig.data());
-    bool vector16 = false;  // d_state <= 16 in float: the state in one vector register (cpu/simd.h)
-    if constexpr (std::is_same_v<S, float>) {
-      vector16 = Np == 16;
-      if (vector16) ops.k.scan16(len, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
-    }
-    if (!vector16) {
+    if constexpr (std::is_same_v<S, float>) {  // the micro-kernel (cpu/simd.h)
+      ops.k.scan(len, Np, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
+    } else {
       const S* dl = w.dl.data();
       S* dA = w.dA.data();
       for (int64_t t = 0; t < len; ++t)
@@ -244,12 +241,10 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
     std::memcpy(H, static_cast<const S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + seg) * d.N,
                 d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, s0, len, w.dl.data(), w.sig.data());
-    // d_state <= 16 in float: the micro-kernels (cpu/simd.h), here and below.
-    const bool vector16 = std::is_same_v<S, float> && Np == 16;
+    // In float the micro-kernels (cpu/simd.h), here and below.
     if constexpr (std::is_same_v<S, float>) {
-      if (vector16) ops.k.states16(len, w.dl.data(), u + s0, Ad, bt + s0 * Np, w.dA.data(), H);
-    }
-    if (!vector16) {
+      ops.k.scan_states(len, Np, w.dl.data(), u + s0, Ad, bt + s0 * Np, w.dA.data(), H);
+    } else {
       for (int64_t t = 0; t < len; ++t)
         for (int64_t n = 0; n < Np; ++n) w.dA[t * Np + n] = w.dl[t] * Ad[n];
       ops.exp(w.dA.data(), w.dA.data(), len * Np);
@@ -280,19 +275,17 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
       for (int64_t t = 0; t < len; ++t)
         if (!p.mask[b * d.L + s0 + t]) w.dy[t] = 0;
     if constexpr (std::is_same_v<S, float>) {
-      if (vector16) {
-        ops.k.scan16_bwd(len, w.dl.data(), u + s0, w.dy.data(), Ad, w.dA.data(), bt + s0 * Np, ct + s0 * Np, H,
-                         dBt + s0 * Np, dCt + s0 * Np, dh, dAp, w.sB.data(), w.g.data());
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t l = s0 + t;
-          dD += w.dy[t] * u[l];
-          du[l] = Dd * w.dy[t] + w.dl[t] * w.sB[t];
-          const S gd = w.g[t] * w.sig[t];
-          ddelta[l] = gd;
-          dbias += gd;
-        }
-        continue;
+      ops.k.scan_bwd(len, Np, w.dl.data(), u + s0, w.dy.data(), Ad, w.dA.data(), bt + s0 * Np, ct + s0 * Np, H,
+                     dBt + s0 * Np, dCt + s0 * Np, dh, dAp, w.sB.data(), w.g.data());
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t l = s0 + t;
+        dD += w.dy[t] * u[l];
+        du[l] = Dd * w.dy[t] + w.dl[t] * w.sB[t];
+        const S gd = w.g[t] * w.sig[t];
+        ddelta[l] = gd;
+        dbias += gd;
       }
+      continue;
     }
     for (int64_t t = len - 1; t >= 0; --t) {
       const int64_t l = s0 + t;

@@ -38,29 +38,30 @@ struct FloatKernels {
   // multiples of kPadFloats; src and dst must not overlap).
   void (*transpose)(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 
-  // The selective-scan recurrence of one channel with 16 states over len
-  // positions (B, C: rows of 16 floats; A: 16 floats):
+  // The selective-scan recurrence of one channel with np states (np a
+  // multiple of kPadFloats; B, C: rows of np floats; A: np floats) over len
+  // positions:
   //   h = exp(dl[t] A) * h + (dl[t] u[t]) B[t];   y[t] = C[t].h + D u[t]
-  // h (16) is updated in place. exp as exp() above.
-  void (*scan16)(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
-                 float D, float* h, float* y);
+  // h (np) is updated in place. exp as exp() above.
+  void (*scan)(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+               const float* C, float D, float* h, float* y);
 
   // The same recurrence keeping what its backward needs: the decays
   // a[t] = exp(dl[t] A) as rows of a, and the states: H row 0 holds h on entry
-  // (read), rows 1..len receive h after each position.
-  void (*states16)(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a,
-                   float* H);
+  // (read), rows 1..len receive h after each position (rows of np).
+  void (*scan_states)(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+                      float* a, float* H);
 
   // The backward of that recurrence, positions len-1 down to 0, given the
-  // decays a[t] = exp(dl[t] A) and the states H[t] = h_{t-1}, H[t+1] = h_t
-  // (rows of 16; H has len + 1 rows). With dh = dL/dh_t coming in:
+  // decays a[t] and the states H[t] = h_{t-1}, H[t+1] = h_t from scan_states.
+  // With dh = dL/dh_t coming in:
   //   dhn = dh + dy[t] C[t];   dC[t] += dy[t] H[t+1];   dB[t] += (dl[t] u[t]) dhn
   //   q = dhn * H[t] * a[t];   dA += dl[t] q;   sB[t] = B[t].dhn;
   //   g[t] = A.q + u[t] sB[t];   dh = dhn * a[t]
-  // dh and dA (16 each) are updated in place; g[t] is the gradient of dl[t].
-  void (*scan16_bwd)(int64_t len, const float* dl, const float* u, const float* dy, const float* A,
-                     const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
-                     float* dh, float* dA, float* sB, float* g);
+  // dh and dA (np each) are updated in place; g[t] is the gradient of dl[t].
+  void (*scan_bwd)(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
+                   const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
+                   float* dh, float* dA, float* sB, float* g);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

@@ -13,13 +13,13 @@
 namespace mambamt::kernels::cpu {
 
 void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
-void generic_scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C,
-                    float D, float* h, float* y);
-void generic_states16(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a,
-                      float* H);
-void generic_scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, const float* A,
-                        const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
-                        float* dh, float* dA, float* sB, float* g);
+void generic_scan(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+                  const float* C, float D, float* h, float* y);
+void generic_scan_states(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+                         float* a, float* H);
+void generic_scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
+                      const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
+                      float* dh, float* dA, float* sB, float* g);
 
 #ifdef MAMBAMT_HAVE_AVX2_KERNELS
 #pragma GCC push_options
@@ -181,8 +181,8 @@ void vsoftplus(const float* in, float* out, float* sig, int64_t n) {
 
 const FloatKernels* avx2_kernels() {
   // The transpose is not hot enough to need its own AVX2 version.
-  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose, &generic_scan16,
-                              &generic_states16, &generic_scan16_bwd};
+  static const FloatKernels k{"avx2", &gemm, &vexp, &vsoftplus, &generic_transpose, &generic_scan,
+                              &generic_scan_states, &generic_scan_bwd};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok ? &k : nullptr;

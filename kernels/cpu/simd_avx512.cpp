@@ -5,7 +5,9 @@
 // be emitted with AVX-512 instructions and picked by the linker elsewhere).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/simd.h"
@@ -231,54 +233,121 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
     for (int64_t c = 0; c < cols; c += 16) transpose16x16(src + r * lds + c, lds, dst + c * ldd + r, ldd);
 }
 
-// The state in one register across positions, the decays' exp computed in
-// place; C.h reduced once per position.
-void scan16(int64_t len, const float* dl, const float* u, const float* A, const float* B, const float* C, float D,
-            float* h, float* y) {
-  const __m512 av = _mm512_loadu_ps(A);
-  __m512 hv = _mm512_loadu_ps(h);
+// The selective scan's state in V registers (V x 16 states) across positions,
+// the decays' exp computed in place. Wider states are run V x 16 at a time
+// (the recurrence of each state is independent; only the sums over states,
+// y, sB and g, gather the passes: the first pass writes them, later ones add).
+constexpr int64_t kScanVectors = 4;
+
+template <int V>
+void scan_pass(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+               const float* C, float D, float* h, float* y, bool first) {
+  __m512 av[V], hv[V];
+  for (int v = 0; v < V; ++v) av[v] = _mm512_loadu_ps(A + 16 * v), hv[v] = _mm512_loadu_ps(h + 16 * v);
   for (int64_t t = 0; t < len; ++t) {
-    const __m512 da = exp16(_mm512_mul_ps(_mm512_set1_ps(dl[t]), av));
-    const __m512 bu = _mm512_mul_ps(_mm512_set1_ps(dl[t] * u[t]), _mm512_loadu_ps(B + t * 16));
-    hv = _mm512_fmadd_ps(da, hv, bu);
-    y[t] = _mm512_reduce_add_ps(_mm512_mul_ps(hv, _mm512_loadu_ps(C + t * 16))) + D * u[t];
+    const __m512 dlv = _mm512_set1_ps(dl[t]), duv = _mm512_set1_ps(dl[t] * u[t]);
+    __m512 acc = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) {
+      const __m512 da = exp16(_mm512_mul_ps(dlv, av[v]));
+      hv[v] = _mm512_fmadd_ps(da, hv[v], _mm512_mul_ps(duv, _mm512_loadu_ps(B + t * np + 16 * v)));
+      acc = _mm512_fmadd_ps(hv[v], _mm512_loadu_ps(C + t * np + 16 * v), acc);
+    }
+    const float s = _mm512_reduce_add_ps(acc);
+    y[t] = first ? s + D * u[t] : y[t] + s;
   }
-  _mm512_storeu_ps(h, hv);
+  for (int v = 0; v < V; ++v) _mm512_storeu_ps(h + 16 * v, hv[v]);
 }
 
-void states16(int64_t len, const float* dl, const float* u, const float* A, const float* B, float* a, float* H) {
-  const __m512 av = _mm512_loadu_ps(A);
-  __m512 hv = _mm512_loadu_ps(H);
+template <int V>
+void states_pass(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B, float* a,
+                 float* H) {
+  __m512 av[V], hv[V];
+  for (int v = 0; v < V; ++v) av[v] = _mm512_loadu_ps(A + 16 * v), hv[v] = _mm512_loadu_ps(H + 16 * v);
   for (int64_t t = 0; t < len; ++t) {
-    const __m512 da = exp16(_mm512_mul_ps(_mm512_set1_ps(dl[t]), av));
-    _mm512_storeu_ps(a + t * 16, da);
-    hv = _mm512_fmadd_ps(da, hv, _mm512_mul_ps(_mm512_set1_ps(dl[t] * u[t]), _mm512_loadu_ps(B + t * 16)));
-    _mm512_storeu_ps(H + (t + 1) * 16, hv);
+    const __m512 dlv = _mm512_set1_ps(dl[t]), duv = _mm512_set1_ps(dl[t] * u[t]);
+    for (int v = 0; v < V; ++v) {
+      const __m512 da = exp16(_mm512_mul_ps(dlv, av[v]));
+      _mm512_storeu_ps(a + t * np + 16 * v, da);
+      hv[v] = _mm512_fmadd_ps(da, hv[v], _mm512_mul_ps(duv, _mm512_loadu_ps(B + t * np + 16 * v)));
+      _mm512_storeu_ps(H + (t + 1) * np + 16 * v, hv[v]);
+    }
   }
 }
 
 // The chain from one position to the next is dh alone (an FMA and a multiply);
 // the two sums per position are off it, so they overlap with the next position.
-void scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, const float* A, const float* a,
-                const float* B, const float* C, const float* H, float* dB, float* dC, float* dh, float* dA,
-                float* sB, float* g) {
-  const __m512 av = _mm512_loadu_ps(A);
-  __m512 dhv = _mm512_loadu_ps(dh), dav = _mm512_loadu_ps(dA);
-  for (int64_t t = len - 1; t >= 0; --t) {
-    const __m512 dyv = _mm512_set1_ps(dy[t]);
-    const __m512 at = _mm512_loadu_ps(a + t * 16);
-    const __m512 dhn = _mm512_fmadd_ps(dyv, _mm512_loadu_ps(C + t * 16), dhv);
-    _mm512_storeu_ps(dC + t * 16, _mm512_fmadd_ps(dyv, _mm512_loadu_ps(H + (t + 1) * 16), _mm512_loadu_ps(dC + t * 16)));
-    _mm512_storeu_ps(dB + t * 16, _mm512_fmadd_ps(_mm512_set1_ps(dl[t] * u[t]), dhn, _mm512_loadu_ps(dB + t * 16)));
-    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(dhn, _mm512_loadu_ps(H + t * 16)), at);
-    dav = _mm512_fmadd_ps(_mm512_set1_ps(dl[t]), q, dav);
-    const __m512 bd = _mm512_mul_ps(_mm512_loadu_ps(B + t * 16), dhn);
-    sB[t] = _mm512_reduce_add_ps(bd);
-    g[t] = _mm512_reduce_add_ps(_mm512_fmadd_ps(av, q, _mm512_mul_ps(_mm512_set1_ps(u[t]), bd)));
-    dhv = _mm512_mul_ps(dhn, at);
+template <int V>
+void bwd_pass(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
+              const float* a, const float* B, const float* C, const float* H, float* dB, float* dC, float* dh,
+              float* dA, float* sB, float* g, bool first) {
+  __m512 av[V], dhv[V], dav[V];
+  for (int v = 0; v < V; ++v) {
+    av[v] = _mm512_loadu_ps(A + 16 * v);
+    dhv[v] = _mm512_loadu_ps(dh + 16 * v);
+    dav[v] = _mm512_loadu_ps(dA + 16 * v);
   }
-  _mm512_storeu_ps(dh, dhv);
-  _mm512_storeu_ps(dA, dav);
+  for (int64_t t = len - 1; t >= 0; --t) {
+    const __m512 dyv = _mm512_set1_ps(dy[t]), dlv = _mm512_set1_ps(dl[t]), uv = _mm512_set1_ps(u[t]);
+    const __m512 dluv = _mm512_set1_ps(dl[t] * u[t]);
+    __m512 bsum = _mm512_setzero_ps(), gsum = _mm512_setzero_ps();
+    for (int v = 0; v < V; ++v) {
+      const int64_t o = t * np + 16 * v;
+      const __m512 at = _mm512_loadu_ps(a + o);
+      const __m512 dhn = _mm512_fmadd_ps(dyv, _mm512_loadu_ps(C + o), dhv[v]);
+      _mm512_storeu_ps(dC + o, _mm512_fmadd_ps(dyv, _mm512_loadu_ps(H + np + o), _mm512_loadu_ps(dC + o)));
+      _mm512_storeu_ps(dB + o, _mm512_fmadd_ps(dluv, dhn, _mm512_loadu_ps(dB + o)));
+      const __m512 q = _mm512_mul_ps(_mm512_mul_ps(dhn, _mm512_loadu_ps(H + o)), at);
+      dav[v] = _mm512_fmadd_ps(dlv, q, dav[v]);
+      const __m512 bd = _mm512_mul_ps(_mm512_loadu_ps(B + o), dhn);
+      bsum = _mm512_add_ps(bsum, bd);
+      gsum = _mm512_fmadd_ps(av[v], q, _mm512_fmadd_ps(uv, bd, gsum));
+      dhv[v] = _mm512_mul_ps(dhn, at);
+    }
+    const float sb = _mm512_reduce_add_ps(bsum), gg = _mm512_reduce_add_ps(gsum);
+    sB[t] = first ? sb : sB[t] + sb;
+    g[t] = first ? gg : g[t] + gg;
+  }
+  for (int v = 0; v < V; ++v) {
+    _mm512_storeu_ps(dh + 16 * v, dhv[v]);
+    _mm512_storeu_ps(dA + 16 * v, dav[v]);
+  }
+}
+
+// Runs pass<V>(offset, first) over the states in passes of up to kScanVectors
+// vectors.
+template <typename Pass>
+inline void by_passes(int64_t np, Pass&& pass) {
+  for (int64_t n0 = 0; n0 < np; n0 += kScanVectors * 16) {
+    const int64_t vectors = std::min<int64_t>(kScanVectors, (np - n0) / 16);
+    const bool first = n0 == 0;
+    switch (vectors) {
+      case 1: pass(std::integral_constant<int, 1>{}, n0, first); break;
+      case 2: pass(std::integral_constant<int, 2>{}, n0, first); break;
+      case 3: pass(std::integral_constant<int, 3>{}, n0, first); break;
+      default: pass(std::integral_constant<int, 4>{}, n0, first); break;
+    }
+  }
+}
+
+void scan(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B, const float* C,
+          float D, float* h, float* y) {
+  by_passes(np, [&](auto V, int64_t n0, bool first) {
+    scan_pass<decltype(V)::value>(len, np, dl, u, A + n0, B + n0, C + n0, D, h + n0, y, first);
+  });
+}
+
+void scan_states(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B, float* a,
+                 float* H) {
+  by_passes(np, [&](auto V, int64_t n0, bool) { states_pass<decltype(V)::value>(len, np, dl, u, A + n0, B + n0, a + n0, H + n0); });
+}
+
+void scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
+              const float* a, const float* B, const float* C, const float* H, float* dB, float* dC, float* dh,
+              float* dA, float* sB, float* g) {
+  by_passes(np, [&](auto V, int64_t n0, bool first) {
+    bwd_pass<decltype(V)::value>(len, np, dl, u, dy, A + n0, a + n0, B + n0, C + n0, H + n0, dB + n0, dC + n0, dh + n0, dA + n0,
+                sB, g, first);
+  });
 }
 
 }  // namespace
@@ -287,7 +356,7 @@ void scan16_bwd(int64_t len, const float* dl, const float* u, const float* dy, c
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan16, &states16, &scan16_bwd};
+  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan, &scan_states, &scan_bwd};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

@@ -106,6 +106,10 @@ TEST_CASE("selective_scan float32 within tolerance of the float64 reference", "[
   torch::manual_seed(22);
   check_against_reference({2, 8, 70, 16, 0}, Flags{}, torch::kFloat, 2e-4);
   check_against_reference({2, 6, 33, 7, 2}, Flags{}, torch::kFloat, 2e-4);
+  // Wider states: 37 -> three vectors in one pass of the micro-kernels; 70 ->
+  // two passes (4 + 1 vectors), over more than one checkpoint segment.
+  check_against_reference({2, 3, 40, 37, 0}, Flags{}, torch::kFloat, 2e-4);
+  check_against_reference({1, 4, 300, 70, 2}, Flags{}, torch::kFloat, 2e-4);
 }
 
 TEST_CASE("selective_scan_step run L times equals selective_scan", "[kernels]") {

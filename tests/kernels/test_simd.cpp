@@ -89,41 +89,12 @@ TEST_CASE("simd transpose matches the portable one", "[kernels]") {
   }
 }
 
-TEST_CASE("simd scan16 matches the recurrence in double precision", "[kernels]") {
-  std::mt19937 rng(9);
-  std::normal_distribution<float> nd;
-  std::uniform_real_distribution<float> ud(0.01f, 0.5f);
-  for (const auto* k : sets()) {
-    INFO("kernel set " << k->name);
-    for (int64_t len : {1, 7, 64}) {
-      std::vector<float> dl(len), u(len), A(16), B(len * 16), C(len * 16), h(16), y(len);
-      for (auto& v : dl) v = ud(rng);
-      for (auto& v : u) v = nd(rng);
-      for (auto& v : A) v = -1.0f - 8.0f * ud(rng);
-      for (auto& v : B) v = nd(rng);
-      for (auto& v : C) v = nd(rng);
-      for (auto& v : h) v = nd(rng);
-      const float D = 0.3f;
-      std::vector<double> hr(h.begin(), h.end()), yr(len);
-      for (int64_t t = 0; t < len; ++t) {
-        double acc = 0;
-        for (int n = 0; n < 16; ++n) {
-          hr[n] = std::exp(double(dl[t]) * A[n]) * hr[n] + double(dl[t]) * u[t] * B[t * 16 + n];
-          acc += hr[n] * C[t * 16 + n];
-        }
-        yr[t] = acc + double(D) * u[t];
-      }
-      k->scan16(len, dl.data(), u.data(), A.data(), B.data(), C.data(), D, h.data(), y.data());
-      for (int64_t t = 0; t < len; ++t) CHECK(std::fabs(y[t] - yr[t]) <= 1e-5 * (1 + std::fabs(yr[t])));
-      for (int n = 0; n < 16; ++n) CHECK(std::fabs(h[n] - hr[n]) <= 1e-5 * (1 + std::fabs(hr[n])));
-    }
-  }
-}
-
-// The backward micro-kernels against the same recurrence and its gradient
-// written out in double precision: states16 recomputes the decays and states
-// from a start state, scan16_bwd walks back through them.
-TEST_CASE("simd states16 and scan16_bwd match the recurrence and its gradient in double precision",
+// The selective-scan micro-kernels with np states (one to four vectors held in
+// registers, and wider states in several passes: 80 = 4 + 1 vectors, 128 =
+// 4 + 4) against the recurrence and its gradient written out in double
+// precision: scan runs it forward, scan_states recomputes the decays and
+// states from a start state, scan_bwd walks back through them.
+TEST_CASE("simd selective-scan kernels match the recurrence and its gradient in double precision",
           "[kernels]") {
   std::mt19937 rng(10);
   std::normal_distribution<float> nd;
@@ -131,52 +102,61 @@ TEST_CASE("simd states16 and scan16_bwd match the recurrence and its gradient in
   auto near = [](double got, double want) { return std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want)); };
   for (const auto* k : sets()) {
     INFO("kernel set " << k->name);
-    for (int64_t len : {1, 7, 64}) {
-      INFO("len " << len);
-      std::vector<float> dl(len), u(len), dy(len), A(16), B(len * 16), C(len * 16), h0(16), dh(16), dA(16);
-      std::vector<float> dB(len * 16), dC(len * 16);
-      for (auto& v : dl) v = ud(rng);
-      for (auto& v : A) v = -1.0f - 8.0f * ud(rng);
-      for (auto* vec : {&u, &dy, &B, &C, &h0, &dh, &dA, &dB, &dC})
-        for (auto& v : *vec) v = nd(rng);
-      // Double: states and decays forward, then the gradient backward.
-      std::vector<double> a(len * 16), H((len + 1) * 16);
-      for (int n = 0; n < 16; ++n) H[n] = h0[n];
-      for (int64_t t = 0; t < len; ++t)
-        for (int n = 0; n < 16; ++n) {
-          a[t * 16 + n] = std::exp(double(dl[t]) * A[n]);
-          H[(t + 1) * 16 + n] = a[t * 16 + n] * H[t * 16 + n] + double(dl[t]) * u[t] * B[t * 16 + n];
+    for (int64_t np : {16, 48, 80, 128})
+      for (int64_t len : {1, 7, 64}) {
+        INFO("np " << np << " len " << len);
+        std::vector<float> dl(len), u(len), dy(len), A(np), B(len * np), C(len * np), h0(np), dh(np), dA(np);
+        std::vector<float> dB(len * np), dC(len * np);
+        for (auto& v : dl) v = ud(rng);
+        for (auto& v : A) v = -1.0f - 8.0f * ud(rng);
+        for (auto* vec : {&u, &dy, &B, &C, &h0, &dh, &dA, &dB, &dC})
+          for (auto& v : *vec) v = nd(rng);
+        const float D = 0.3f;
+        // Double: decays, states and outputs forward, then the gradient backward.
+        std::vector<double> a(len * np), H((len + 1) * np), y(len);
+        for (int64_t n = 0; n < np; ++n) H[n] = h0[n];
+        for (int64_t t = 0; t < len; ++t) {
+          y[t] = double(D) * u[t];
+          for (int64_t n = 0; n < np; ++n) {
+            a[t * np + n] = std::exp(double(dl[t]) * A[n]);
+            H[(t + 1) * np + n] = a[t * np + n] * H[t * np + n] + double(dl[t]) * u[t] * B[t * np + n];
+            y[t] += H[(t + 1) * np + n] * C[t * np + n];
+          }
         }
-      std::vector<double> rdh(dh.begin(), dh.end()), rdA(dA.begin(), dA.end()), rdB(dB.begin(), dB.end()),
-          rdC(dC.begin(), dC.end()), rsB(len), rg(len);
-      for (int64_t t = len - 1; t >= 0; --t) {
-        double sa = 0, sb = 0;
-        for (int n = 0; n < 16; ++n) {
-          const double dhn = rdh[n] + double(dy[t]) * C[t * 16 + n];
-          rdC[t * 16 + n] += double(dy[t]) * H[(t + 1) * 16 + n];
-          rdB[t * 16 + n] += double(dl[t]) * u[t] * dhn;
-          const double q = dhn * H[t * 16 + n] * a[t * 16 + n];
-          rdA[n] += double(dl[t]) * q;
-          sa += double(A[n]) * q;
-          sb += double(B[t * 16 + n]) * dhn;
-          rdh[n] = dhn * a[t * 16 + n];
+        std::vector<double> rdh(dh.begin(), dh.end()), rdA(dA.begin(), dA.end()), rdB(dB.begin(), dB.end()),
+            rdC(dC.begin(), dC.end()), rsB(len), rg(len);
+        for (int64_t t = len - 1; t >= 0; --t) {
+          double sa = 0, sb = 0;
+          for (int64_t n = 0; n < np; ++n) {
+            const double dhn = rdh[n] + double(dy[t]) * C[t * np + n];
+            rdC[t * np + n] += double(dy[t]) * H[(t + 1) * np + n];
+            rdB[t * np + n] += double(dl[t]) * u[t] * dhn;
+            const double q = dhn * H[t * np + n] * a[t * np + n];
+            rdA[n] += double(dl[t]) * q;
+            sa += double(A[n]) * q;
+            sb += double(B[t * np + n]) * dhn;
+            rdh[n] = dhn * a[t * np + n];
+          }
+          rsB[t] = sb;
+          rg[t] = sa + double(u[t]) * sb;
         }
-        rsB[t] = sb;
-        rg[t] = sa + double(u[t]) * sb;
-      }
-      std::vector<float> af(len * 16), Hf((len + 1) * 16), sB(len), g(len);
-      std::copy(h0.begin(), h0.end(), Hf.begin());
-      k->states16(len, dl.data(), u.data(), A.data(), B.data(), af.data(), Hf.data());
-      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(af[i], a[i]));
-      for (int64_t i = 0; i < (len + 1) * 16; ++i) CHECK(near(Hf[i], H[i]));
-      k->scan16_bwd(len, dl.data(), u.data(), dy.data(), A.data(), af.data(), B.data(), C.data(), Hf.data(),
+        std::vector<float> h = h0, yf(len);
+        k->scan(len, np, dl.data(), u.data(), A.data(), B.data(), C.data(), D, h.data(), yf.data());
+        for (int64_t t = 0; t < len; ++t) CHECK(near(yf[t], y[t]));
+        for (int64_t n = 0; n < np; ++n) CHECK(near(h[n], H[len * np + n]));
+        std::vector<float> af(len * np), Hf((len + 1) * np), sB(len), g(len);
+        std::copy(h0.begin(), h0.end(), Hf.begin());
+        k->scan_states(len, np, dl.data(), u.data(), A.data(), B.data(), af.data(), Hf.data());
+        for (int64_t i = 0; i < len * np; ++i) CHECK(near(af[i], a[i]));
+        for (int64_t i = 0; i < (len + 1) * np; ++i) CHECK(near(Hf[i], H[i]));
+        k->scan_bwd(len, np, dl.data(), u.data(), dy.data(), A.data(), af.data(), B.data(), C.data(), Hf.data(),
                     dB.data(), dC.data(), dh.data(), dA.data(), sB.data(), g.data());
-      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(dB[i], rdB[i]));
-      for (int64_t i = 0; i < len * 16; ++i) CHECK(near(dC[i], rdC[i]));
-      for (int n = 0; n < 16; ++n) CHECK(near(dh[n], rdh[n]));
-      for (int n = 0; n < 16; ++n) CHECK(near(dA[n], rdA[n]));
-      for (int64_t t = 0; t < len; ++t) CHECK(near(sB[t], rsB[t]));
-      for (int64_t t = 0; t < len; ++t) CHECK(near(g[t], rg[t]));
-    }
+        for (int64_t i = 0; i < len * np; ++i) CHECK(near(dB[i], rdB[i]));
+        for (int64_t i = 0; i < len * np; ++i) CHECK(near(dC[i], rdC[i]));
+        for (int64_t n = 0; n < np; ++n) CHECK(near(dh[n], rdh[n]));
+        for (int64_t n = 0; n < np; ++n) CHECK(near(dA[n], rdA[n]));
+        for (int64_t t = 0; t < len; ++t) CHECK(near(sB[t], rsB[t]));
+        for (int64_t t = 0; t < len; ++t) CHECK(near(g[t], rg[t]));
+      }
   }
 }
