@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
 #include "kernels/isa.h"
@@ -19,13 +20,13 @@
 namespace mambamt::bench {
 
 const char* const kKernelsBenchHelp =
-    "SSM kernels at NMT shapes (B=8; L in 256,1024,4096; SSD with H=16, P=64, N in 16,64,128; Mamba-1 "
-    "selective scan with d_inner=1024, N=16): (a) our kernel, (b) the best pure-LibTorch formulation "
+    "SSM kernels at NMT shapes (B=8; L in 256,1024,4096; N in 16,64,128; SSD with H=16, P=64; Mamba-1 "
+    "selective scan with d_inner=1024): (a) our kernel, (b) the best pure-LibTorch formulation "
     "(the Mamba-2 paper's chunked matmul form; SSD only), (c) the step-by-step LibTorch reference, "
     "forward and forward+backward, float32. Prints times (best of R), the ratios b/a and c/a, and "
     "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run. (c) is skipped where it "
-    "would take minutes or too much memory. Options: --quick (L=256,1024 at N=64 and Mamba-1 at "
-    "L=1024; under a minute on 2 quiet cores), --threads N (default: all hardware threads), --repeat R "
+    "would take minutes or too much memory. Options: --quick (SSD at L=256,1024 with N=64, Mamba-1 at "
+    "L=1024 with N=16,64; about 5 minutes on 2 cores, most of it in (c)), --threads N (default: all hardware threads), --repeat R "
     "(default 5, quick 3).";
 
 namespace {
@@ -78,6 +79,8 @@ double sgemm_gflops(int64_t n, int repeat) {
 }
 
 struct Row {
+  Row(std::string op_, std::string shape_, std::string pass_)
+      : op(std::move(op_)), shape(std::move(shape_)), pass(std::move(pass_)) {}
   std::string op, shape, pass;
   double a = kNaN, b = kNaN, c = kNaN;  // seconds
   double flops = 0;
@@ -178,8 +181,8 @@ using ScanFn = kn::SelectiveScanResult (*)(const torch::Tensor&, const torch::Te
                                            const torch::Tensor&, const torch::Tensor&,
                                            const torch::Tensor&, const kn::SelectiveScanOptions&);
 
-void bench_scan(int64_t L, int repeat, bool quick, std::vector<Row>& rows) {
-  const int64_t B = 8, Dm = 1024, N = 16;
+void bench_scan(int64_t L, int64_t N, int repeat, bool quick, std::vector<Row>& rows) {
+  const int64_t B = 8, Dm = 1024;
   auto u = torch::randn({B, Dm, L}), delta = torch::randn({B, Dm, L}) * 0.5 - 2.0;
   auto A = -torch::rand({Dm, N}) * 15 - 1, Bm = torch::randn({B, N, L}), Cm = torch::randn({B, N, L});
   auto D = torch::randn({Dm}), bias = torch::randn({Dm}) * 0.1, gy = torch::randn({B, Dm, L});
@@ -199,9 +202,10 @@ void bench_scan(int64_t L, int repeat, bool quick, std::vector<Row>& rows) {
     torch::autograd::grad({y}, in, {gy});
   };
   const double elems = double(B) * Dm * L * N;
-  const std::string shape = "L=" + std::to_string(L) + " D=1024 N=16";
+  const std::string shape = "L=" + std::to_string(L) + " D=1024 N=" + std::to_string(N);
   const int rc = std::max(1, repeat / 3);
-  const bool c_fwd = L <= (quick ? 1024 : 4096), c_bwd = L <= 1024;
+  // The reference's autograd keeps every state (B*D*N floats per position).
+  const bool c_fwd = L <= (quick ? 1024 : 4096), c_bwd = L * N <= 1024 * 16;
   Row f{"mamba1", shape, "fwd"};
   f.flops = 4 * elems;
   fwd(kn::selective_scan);
@@ -277,8 +281,13 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, rows);
     print(rows);
   }
-  for (int64_t L : quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{256, 1024, 4096}) {
-    bench_scan(L, static_cast<int>(repeat), quick, rows);
+  std::vector<std::pair<int64_t, int64_t>> scan_cases;
+  if (quick) scan_cases = {{1024, 16}, {1024, 64}};
+  else
+    for (int64_t L : {256, 1024, 4096})
+      for (int64_t N : {16, 64, 128}) scan_cases.push_back({L, N});
+  for (auto [L, N] : scan_cases) {
+    bench_scan(L, N, static_cast<int>(repeat), quick, rows);
     print(rows);
   }
   out << "\ntotal " << fmt("%.0f", std::chrono::duration<double>(Clock::now() - t_start).count())
