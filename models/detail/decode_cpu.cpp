@@ -72,11 +72,17 @@ __attribute__((target("avx2,fma"))) void value_heads(const float* p, const float
 
 // ------------------------------------------------------------------ small-batch linear (AVX-512F)
 
-// yt (N,16) rows [i0, i1) = W rows [i0, i1) times xt (K,16): each W value is
-// broadcast against the 16 batch lanes of its column, 8 W rows at a time (8
-// independent FMA chains), so W is read once, in order.
-__attribute__((target("avx512f"))) void linear_rows(const float* w, const float* xt, float* yt, int64_t i0,
-                                                    int64_t i1, int64_t kd) {
+// Columns [i0, i1) of y (b, N) = W rows [i0, i1) times xt (K,16): each W
+// value is broadcast against the 16 batch lanes of its column, 8 W rows at a
+// time (8 independent FMA chains), so W is read once, in order. A block's 8 x
+// 16 results are written to y's b rows directly (no transposed copy after).
+__attribute__((target("avx512f"))) void linear_rows(const float* w, const float* xt, float* y, int64_t b,
+                                                    int64_t n, int64_t i0, int64_t i1, int64_t kd) {
+  alignas(64) float out[8 * 16];
+  const auto put = [&](int64_t row0, int64_t rows) {
+    for (int64_t lane = 0; lane < b; ++lane)
+      for (int64_t r = 0; r < rows; ++r) y[lane * n + row0 + r] = out[r * 16 + lane];
+  };
   int64_t i = i0;
   for (; i + 8 <= i1; i += 8) {
     const float* r = w + i * kd;
@@ -98,21 +104,22 @@ __attribute__((target("avx512f"))) void linear_rows(const float* w, const float*
       a6 = _mm512_fmadd_ps(_mm512_set1_ps(r[6 * kd + j]), x, a6);
       a7 = _mm512_fmadd_ps(_mm512_set1_ps(r[7 * kd + j]), x, a7);
     }
-    float* o = yt + i * 16;
-    _mm512_storeu_ps(o, a0);
-    _mm512_storeu_ps(o + 16, a1);
-    _mm512_storeu_ps(o + 32, a2);
-    _mm512_storeu_ps(o + 48, a3);
-    _mm512_storeu_ps(o + 64, a4);
-    _mm512_storeu_ps(o + 80, a5);
-    _mm512_storeu_ps(o + 96, a6);
-    _mm512_storeu_ps(o + 112, a7);
+    _mm512_store_ps(out, a0);
+    _mm512_store_ps(out + 16, a1);
+    _mm512_store_ps(out + 32, a2);
+    _mm512_store_ps(out + 48, a3);
+    _mm512_store_ps(out + 64, a4);
+    _mm512_store_ps(out + 80, a5);
+    _mm512_store_ps(out + 96, a6);
+    _mm512_store_ps(out + 112, a7);
+    put(i, 8);
   }
   for (; i < i1; ++i) {
     const float* r = w + i * kd;
     __m512 a = _mm512_setzero_ps();
     for (int64_t j = 0; j < kd; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(r[j]), _mm512_loadu_ps(xt + j * 16), a);
-    _mm512_storeu_ps(yt + i * 16, a);
+    _mm512_store_ps(out, a);
+    put(i, 1);
   }
 }
 
@@ -158,17 +165,17 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   // The batch as 16 lanes per input column (padding lanes zero).
   torch::Tensor xt = torch::zeros({kd, 16}, x.options());
   xt.narrow(1, 0, b).copy_(x.t());
-  torch::Tensor yt = torch::empty({n, 16}, x.options());
+  torch::Tensor y = torch::empty({b, n}, x.options());
   const float *wp = w.data_ptr<float>(), *xp = xt.data_ptr<float>();
-  float* yp = yt.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
   // Blocks of 8 W rows, at least 16 per task (128 rows: 256 KiB of W at
   // d_model 512). A coarser grain left every matrix of fewer than 2048 rows
   // (all but the output projection) on one thread.
   const int64_t blocks = (n + 7) / 8;
   at::parallel_for(0, blocks, 16, [&](int64_t begin, int64_t end) {
-    linear_rows(wp, xp, yp, begin * 8, std::min(end * 8, n), kd);
+    linear_rows(wp, xp, yp, b, n, begin * 8, std::min(end * 8, n), kd);
   });
-  return yt.narrow(1, 0, b).t().contiguous();
+  return y;
 }
 
 #else  // not x86: the callers keep the LibTorch ops
