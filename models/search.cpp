@@ -66,6 +66,41 @@ int64_t reserve_for(const std::vector<int64_t>& max_len, const std::vector<int64
   return longest;
 }
 
+// The state at the first step of a search, and the tokens fed there. The
+// forced prefix that every row has (its first min-length tokens) goes through
+// TranslationModel::prefill in one teacher-forced pass: bos and the first
+// common - 1 prefix tokens, the state that as many steps would leave. The search
+// then starts at step `common`, feeding each row's prefix token common - 1.
+// Without a common prefix it is start() at step 0, feeding bos.
+struct SearchStart {
+  InferenceState state;
+  int64_t step = 0;
+  std::vector<int64_t> tokens;
+};
+
+SearchStart search_start(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& mask,
+                         int64_t reserve, const Prefixes& prefixes, const std::vector<int64_t>& plen, int64_t bos) {
+  const int64_t b = src.size(0);
+  const int64_t common = plen.empty() ? 0 : *std::min_element(plen.begin(), plen.end());
+  SearchStart s;
+  if (common == 0) {
+    s.state = model.start(src, mask, reserve);
+    s.tokens.assign(static_cast<size_t>(b), bos);
+    return s;
+  }
+  torch::Tensor fed = torch::empty({b, common}, torch::kLong);
+  auto fa = fed.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& p = prefixes[static_cast<size_t>(i)];
+    fa[i][0] = bos;
+    for (int64_t j = 1; j < common; ++j) fa[i][j] = p[static_cast<size_t>(j - 1)];
+    s.tokens.push_back(p[static_cast<size_t>(common - 1)]);
+  }
+  s.state = model.prefill(src, mask, fed.to(src.device()), reserve);
+  s.step = common;
+  return s;
+}
+
 }  // namespace
 
 std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
@@ -79,15 +114,16 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
   std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
   const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
 
-  InferenceState st = model.start(src, mask, reserve_for(max_len, plen));
+  SearchStart begin = search_start(model, src, mask, reserve_for(max_len, plen), prefixes, plen, ids.bos);
+  InferenceState& st = begin.state;
   std::vector<Hypothesis> out(static_cast<size_t>(b));
   std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
   for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = i;
   std::vector<char> live(static_cast<size_t>(b), 1);  // row still decoding (rows stay when !compact)
-  torch::Tensor tokens = torch::full({b}, ids.bos, src.options().dtype(torch::kLong));
+  torch::Tensor tokens = torch::tensor(begin.tokens, torch::kLong).to(src.device());
   std::vector<int64_t> position(static_cast<size_t>(b));
 
-  for (int64_t t = 0;; ++t) {
+  for (int64_t t = begin.step;; ++t) {
     for (size_t r = 0; r < rows.size(); ++r) position[r] = t - plen[static_cast<size_t>(rows[r])];
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);
     auto best = lp.max(1);
@@ -152,7 +188,8 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
   auto dev = src.device();
 
-  InferenceState st = model.start(src, mask, reserve_for(max_len, plen));
+  SearchStart begin = search_start(model, src, mask, reserve_for(max_len, plen), prefixes, plen, ids.bos);
+  InferenceState& st = begin.state;
   st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
 
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(b));
@@ -163,9 +200,9 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   std::vector<double> scores(static_cast<size_t>(b * k), kNegInf);
   for (int64_t i = 0; i < b; ++i) scores[static_cast<size_t>(i * k)] = 0.0;
   std::vector<std::vector<int64_t>> hist(static_cast<size_t>(b * k));  // tokens of each row
-  torch::Tensor tokens = torch::full({b * k}, ids.bos, torch::TensorOptions().dtype(torch::kLong).device(dev));
+  torch::Tensor tokens = torch::tensor(begin.tokens, torch::kLong).repeat_interleave(k).to(dev);
 
-  for (int64_t t = 0; !active.empty(); ++t) {
+  for (int64_t t = begin.step; !active.empty(); ++t) {
     const int64_t a = static_cast<int64_t>(active.size());
     std::vector<int64_t> position(static_cast<size_t>(a * k));
     for (int64_t s = 0; s < a * k; ++s)
