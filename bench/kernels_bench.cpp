@@ -272,21 +272,20 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     rows.clear();
   };
   std::vector<Row> rows;
-  std::vector<std::pair<int64_t, int64_t>> ssd_cases;
-  if (quick) ssd_cases = {{1024, 64}, {256, 64}};
-  else
+  // (L, N) pairs: the given ones with --quick, else every L and N.
+  using Cases = std::vector<std::pair<int64_t, int64_t>>;
+  auto cases = [&](Cases quick_cases) {
+    if (quick) return quick_cases;
+    Cases all;
     for (int64_t L : {256, 1024, 4096})
-      for (int64_t N : {16, 64, 128}) ssd_cases.push_back({L, N});
-  for (auto [L, N] : ssd_cases) {
+      for (int64_t N : {16, 64, 128}) all.push_back({L, N});
+    return all;
+  };
+  for (auto [L, N] : cases({{1024, 64}, {256, 64}})) {
     bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, rows);
     print(rows);
   }
-  std::vector<std::pair<int64_t, int64_t>> scan_cases;
-  if (quick) scan_cases = {{1024, 16}, {1024, 64}};
-  else
-    for (int64_t L : {256, 1024, 4096})
-      for (int64_t N : {16, 64, 128}) scan_cases.push_back({L, N});
-  for (auto [L, N] : scan_cases) {
+  for (auto [L, N] : cases({{1024, 16}, {1024, 64}})) {
     bench_scan(L, N, static_cast<int>(repeat), quick, rows);
     print(rows);
   }
