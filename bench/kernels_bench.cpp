@@ -26,8 +26,8 @@ const char* const kKernelsBenchHelp =
     "forward and forward+backward, float32. Prints times (best of R), the ratios b/a and c/a, and "
     "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run. (c) is skipped where it "
     "would take minutes or too much memory. Options: --quick (SSD at L=256,1024 with N=64, Mamba-1 at "
-    "L=1024 with N=16,64; about 5 minutes on 2 cores, most of it in (c)), --threads N (default: all hardware threads), --repeat R "
-    "(default 5, quick 3).";
+    "L=1024 with N=16,64; about 5 minutes on 2 cores, most of it in (c)), --threads N (default: all "
+    "hardware threads), --repeat R (default 5, quick 3).";
 
 namespace {
 

@@ -90,7 +90,8 @@ class TranslationModel : public torch::nn::Module {
   // logits of the prefix are not computed). `reserve` counts the target tokens
   // expected in all, the prefix included. The default steps through the prefix;
   // the encoder-decoder and decoder-only kinds prefill it in parallel (what
-  // `bench decode` uses to reach a long output position without decoding it).
+  // `bench decode` uses to reach a long output position without decoding it,
+  // and search.h for the forced target prefix its rows share).
   virtual InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
                                  int64_t reserve = 64);
 

@@ -4,10 +4,12 @@
 // SSD there is no matrix form to exploit: the work is the recurrence itself,
 // dominated by one exp per (channel, position, state). It runs one channel at a
 // time, vectorised over the states: B and C are transposed once per (batch,
-// group) to (L, Np) rows, the exps of a block of 64 positions are computed in
-// one vectorised call, and the step loops over n vectorise (ISA variants as in
-// cpu/common.h). The backward pass recomputes the states of each
-// kScanCheckpointLen segment from checkpoints saved by the forward pass.
+// group) to (L, Np) rows, and in float the recurrence, forward and backward,
+// is a micro-kernel (cpu/simd.h: scan, scan_states, scan_bwd) that keeps up
+// to 64 states in registers across positions with the exps computed in place.
+// The float64 instantiation (the tests' reference precision) keeps plain
+// loops. The backward pass recomputes the states of each kScanCheckpointLen
+// segment from checkpoints saved by the forward pass.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -390,8 +392,20 @@ void backward_impl(const ScanBwdParams& p) {
 
 // ------------------------------------------------------------- decode step
 
+// One channel's step, any state size: h = exp(dl A) h + dl u B; C.h + D u.
+template <typename S>
+S step_channel(S dl, S u, const S* A, const S* Bv, const S* Cv, S Dd, S* h, int64_t N) {
+  S acc = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    h[n] = std::exp(dl * A[n]) * h[n] + dl * u * Bv[n];
+    acc += h[n] * Cv[n];
+  }
+  return acc + Dd * u;
+}
+
 template <typename S>
 void step_impl(const ScanStepParams& p) {
+  const Ops<S> ops;
   const int64_t D = p.dim, N = p.dstate, dpg = p.dim / p.ngroups;
   at::parallel_for(0, p.batch * D, 64, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -408,12 +422,17 @@ void step_impl(const ScanStepParams& p) {
       const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
       const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
       S* h = static_cast<S*>(p.state) + i * N;
-      S acc = 0;
-      for (int64_t n = 0; n < N; ++n) {
-        h[n] = std::exp(dl * A[n]) * h[n] + dl * u * Bv[n];
-        acc += h[n] * Cv[n];
+      const S Dd = p.D ? static_cast<const S*>(p.D)[ch] : S(0);
+      S v = 0;
+      if constexpr (std::is_same_v<S, float>) {
+        if (N % kPadFloats == 0) {  // the state rows are whole vectors: one position of the scan micro-kernel
+          ops.k.scan(1, N, &dl, &u, A, Bv, Cv, Dd, h, &v);
+        } else {
+          v = step_channel(dl, u, A, Bv, Cv, Dd, h, N);
+        }
+      } else {
+        v = step_channel(dl, u, A, Bv, Cv, Dd, h, N);
       }
-      S v = acc + (p.D ? static_cast<const S*>(p.D)[ch] : S(0)) * u;
       if (p.z) {
         const S zv = static_cast<const S*>(p.z)[i];
         v *= zv / (S(1) + std::exp(-zv));

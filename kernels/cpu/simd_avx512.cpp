@@ -338,15 +338,17 @@ void scan(int64_t len, int64_t np, const float* dl, const float* u, const float*
 
 void scan_states(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B, float* a,
                  float* H) {
-  by_passes(np, [&](auto V, int64_t n0, bool) { states_pass<decltype(V)::value>(len, np, dl, u, A + n0, B + n0, a + n0, H + n0); });
+  by_passes(np, [&](auto V, int64_t n0, bool) {
+    states_pass<decltype(V)::value>(len, np, dl, u, A + n0, B + n0, a + n0, H + n0);
+  });
 }
 
 void scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
               const float* a, const float* B, const float* C, const float* H, float* dB, float* dC, float* dh,
               float* dA, float* sB, float* g) {
   by_passes(np, [&](auto V, int64_t n0, bool first) {
-    bwd_pass<decltype(V)::value>(len, np, dl, u, dy, A + n0, a + n0, B + n0, C + n0, H + n0, dB + n0, dC + n0, dh + n0, dA + n0,
-                sB, g, first);
+    bwd_pass<decltype(V)::value>(len, np, dl, u, dy, A + n0, a + n0, B + n0, C + n0, H + n0, dB + n0, dC + n0,
+                                 dh + n0, dA + n0, sB, g, first);
   });
 }
 

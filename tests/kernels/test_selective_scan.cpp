@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <utility>
+
 #include "helpers.h"
 #include "kernels/reference.h"
 #include "kernels/selective_scan.h"
@@ -116,8 +118,10 @@ TEST_CASE("selective_scan_step run L times equals selective_scan", "[kernels]") 
   torch::manual_seed(23);
   for (auto dtype : {torch::kDouble, torch::kFloat}) {
     const double tol = dtype == torch::kDouble ? 1e-10 : 1e-4;
-    for (int64_t g : {0, 2}) {
-      const Shape s{2, 4, 17, 3, g};
+    // d_state 3 takes the step's plain loop in float, 32 the scan micro-kernel.
+    for (auto [n, g] : {std::pair<int64_t, int64_t>{3, 0}, {3, 2}, {32, 0}, {32, 2}}) {
+      INFO("d_state " << n << ", groups " << g);
+      const Shape s{2, 4, 17, n, g};
       ScanInputs a(s, Flags{}, dtype);
       auto full = k::selective_scan(a.u, a.delta, a.A, a.B, a.C, a.o);
       torch::Tensor state = a.o.initial_state.to(dtype).clone();

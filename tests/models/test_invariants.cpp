@@ -274,7 +274,8 @@ TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models
   // Prefixes of different lengths in one batch: row 1 has none, or every row
   // has one (the common part, 2 tokens, then goes through one prefill; the
   // rows searched alone prefill their whole prefix).
-  for (const Prefixes& prefixes : {Prefixes{{5, 6, 4}, {}, {7, 5, 5, 6, 4}}, Prefixes{{5, 6, 4}, {6, 4}, {7, 5, 5, 6, 4}}})
+  for (const Prefixes& prefixes :
+       {Prefixes{{5, 6, 4}, {}, {7, 5, 5, 6, 4}}, Prefixes{{5, 6, 4}, {6, 4}, {7, 5, 5, 6, 4}}})
   for (const std::string kind : {"hybrid", "transformer", "mamba", "rnnsearch"}) {
     SECTION(kind + (prefixes[1].empty() ? "" : ", every row with a prefix")) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
