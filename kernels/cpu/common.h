@@ -86,6 +86,19 @@ struct Ops<float> {
   void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) const {
     k.transpose(rows, cols, src, lds, dst, ldd);
   }
+  void scan(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+            const float* C, float D, float* h, float* y) const {
+    k.scan(len, np, dl, u, A, B, C, D, h, y);
+  }
+  void scan_states(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
+                   float* a, float* H) const {
+    k.scan_states(len, np, dl, u, A, B, a, H);
+  }
+  void scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
+                const float* a, const float* B, const float* C, const float* H, float* dB, float* dC, float* dh,
+                float* dA, float* sB, float* g) const {
+    k.scan_bwd(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
+  }
 };
 
 template <>
@@ -100,6 +113,19 @@ struct Ops<double> {
   }
   void transpose(int64_t rows, int64_t cols, const double* src, int64_t lds, double* dst, int64_t ldd) const {
     generic::transpose<double>(rows, cols, src, lds, dst, ldd);
+  }
+  void scan(int64_t len, int64_t np, const double* dl, const double* u, const double* A, const double* B,
+            const double* C, double D, double* h, double* y) const {
+    generic::scan<double>(len, np, dl, u, A, B, C, D, h, y);
+  }
+  void scan_states(int64_t len, int64_t np, const double* dl, const double* u, const double* A, const double* B,
+                   double* a, double* H) const {
+    generic::scan_states<double>(len, np, dl, u, A, B, a, H);
+  }
+  void scan_bwd(int64_t len, int64_t np, const double* dl, const double* u, const double* dy, const double* A,
+                const double* a, const double* B, const double* C, const double* H, double* dB, double* dC,
+                double* dh, double* dA, double* sB, double* g) const {
+    generic::scan_bwd<double>(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
   }
 };
 

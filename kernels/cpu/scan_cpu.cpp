@@ -4,18 +4,17 @@
 // SSD there is no matrix form to exploit: the work is the recurrence itself,
 // dominated by one exp per (channel, position, state). It runs one channel at a
 // time, vectorised over the states: B and C are transposed once per (batch,
-// group) to (L, Np) rows, and in float the recurrence, forward and backward,
-// is a micro-kernel (cpu/simd.h: scan, scan_states, scan_bwd) that keeps up
-// to 64 states in registers across positions with the exps computed in place.
-// The float64 instantiation (the tests' reference precision) keeps plain
-// loops. The backward pass recomputes the states of each kScanCheckpointLen
-// segment from checkpoints saved by the forward pass.
+// group) to (L, Np) rows, and the recurrence, forward and backward, is a
+// micro-kernel (cpu/simd.h: scan, scan_states, scan_bwd) that keeps up to 64
+// float states in registers across positions with the exps computed in place
+// (float64 takes the portable versions, cpu/simd_generic.h). The backward
+// pass recomputes the states of each kScanCheckpointLen segment from
+// checkpoints saved by the forward pass.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/common.h"
@@ -87,9 +86,8 @@ MAMBAMT_INLINE void effective_delta(const ScanParams& p, const Ops<S>& ops, cons
 
 template <typename S>
 struct FwdWork {
-  std::vector<S> h, Ad, dl, sig, dA, yv, ez;
-  explicit FwdWork(const Dims& d)
-      : h(d.Np), Ad(d.Np), dl(Tb), sig(Tb), dA(Tb * d.Np), yv(Tb), ez(Tb) {}
+  std::vector<S> h, Ad, dl, sig, yv, ez;
+  explicit FwdWork(const Dims& d) : h(d.Np), Ad(d.Np), dl(Tb), sig(Tb), yv(Tb), ez(Tb) {}
 };
 
 template <typename S>
@@ -118,27 +116,7 @@ MAMBAMT_INLINE void forward_channel(const ScanParams& p, const Dims& d, const Op
       std::memcpy(static_cast<S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + t0 / kSeg) * d.N, h,
                   d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, t0, len, w.dl.data(), w.sig.data());
-    if constexpr (std::is_same_v<S, float>) {  // the micro-kernel (cpu/simd.h)
-      ops.k.scan(len, Np, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
-    } else {
-      const S* dl = w.dl.data();
-      S* dA = w.dA.data();
-      for (int64_t t = 0; t < len; ++t)
-        for (int64_t n = 0; n < Np; ++n) dA[t * Np + n] = dl[t] * Ad[n];
-      ops.exp(dA, dA, len * Np);
-      for (int64_t t = 0; t < len; ++t) {
-        const S du = dl[t] * u[t0 + t];
-        const S* da = dA + t * Np;
-        const S* bb = bt + (t0 + t) * Np;
-        const S* cc = ct + (t0 + t) * Np;
-        S acc = 0;
-        for (int64_t n = 0; n < Np; ++n) {
-          h[n] = da[n] * h[n] + du * bb[n];
-          acc += h[n] * cc[n];
-        }
-        w.yv[t] = acc + Dd * u[t0 + t];
-      }
-    }
+    ops.scan(len, Np, w.dl.data(), u + t0, Ad, bt + t0 * Np, ct + t0 * Np, Dd, h, w.yv.data());
     for (int64_t t = 0; t < len; ++t)
       if (p.mask && !p.mask[b * d.L + t0 + t]) w.yv[t] = 0;
     if (!p.z) {
@@ -243,22 +221,7 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
     std::memcpy(H, static_cast<const S*>(p.checkpoints) + ((b * d.D + ch) * d.nck + seg) * d.N,
                 d.N * sizeof(S));
     effective_delta(p, ops, delta, bias, b, s0, len, w.dl.data(), w.sig.data());
-    // In float the micro-kernels (cpu/simd.h), here and below.
-    if constexpr (std::is_same_v<S, float>) {
-      ops.k.scan_states(len, Np, w.dl.data(), u + s0, Ad, bt + s0 * Np, w.dA.data(), H);
-    } else {
-      for (int64_t t = 0; t < len; ++t)
-        for (int64_t n = 0; n < Np; ++n) w.dA[t * Np + n] = w.dl[t] * Ad[n];
-      ops.exp(w.dA.data(), w.dA.data(), len * Np);
-      for (int64_t t = 0; t < len; ++t) {
-        const S dub = w.dl[t] * u[s0 + t];
-        const S* da = w.dA.data() + t * Np;
-        const S* bb = bt + (s0 + t) * Np;
-        const S* hp = H + t * Np;
-        S* hn = H + (t + 1) * Np;
-        for (int64_t n = 0; n < Np; ++n) hn[n] = da[n] * hp[n] + dub * bb[n];
-      }
-    }
+    ops.scan_states(len, Np, w.dl.data(), u + s0, Ad, bt + s0 * Np, w.dA.data(), H);
     // Gradient of y before the gate.
     for (int64_t t = 0; t < len; ++t) w.dy[t] = dout[s0 + t];
     if (p.z) {
@@ -276,44 +239,13 @@ MAMBAMT_INLINE void backward_channel(const ScanBwdParams& p, const Dims& d, cons
     if (p.mask)
       for (int64_t t = 0; t < len; ++t)
         if (!p.mask[b * d.L + s0 + t]) w.dy[t] = 0;
-    if constexpr (std::is_same_v<S, float>) {
-      ops.k.scan_bwd(len, Np, w.dl.data(), u + s0, w.dy.data(), Ad, w.dA.data(), bt + s0 * Np, ct + s0 * Np, H,
-                     dBt + s0 * Np, dCt + s0 * Np, dh, dAp, w.sB.data(), w.g.data());
-      for (int64_t t = 0; t < len; ++t) {
-        const int64_t l = s0 + t;
-        dD += w.dy[t] * u[l];
-        du[l] = Dd * w.dy[t] + w.dl[t] * w.sB[t];
-        const S gd = w.g[t] * w.sig[t];
-        ddelta[l] = gd;
-        dbias += gd;
-      }
-      continue;
-    }
-    for (int64_t t = len - 1; t >= 0; --t) {
+    ops.scan_bwd(len, Np, w.dl.data(), u + s0, w.dy.data(), Ad, w.dA.data(), bt + s0 * Np, ct + s0 * Np, H,
+                 dBt + s0 * Np, dCt + s0 * Np, dh, dAp, w.sB.data(), w.g.data());
+    for (int64_t t = 0; t < len; ++t) {
       const int64_t l = s0 + t;
-      const S dy = w.dy[t], dl = w.dl[t], ut = u[l];
-      const S* da = w.dA.data() + t * Np;
-      const S* bb = bt + l * Np;
-      const S* cc = ct + l * Np;
-      const S* hp = H + t * Np;
-      const S* hn = H + (t + 1) * Np;
-      S* dbrow = dBt + l * Np;
-      S* dcrow = dCt + l * Np;
-      S sA = 0, sB = 0;
-      const S dlu = dl * ut;
-      for (int64_t n = 0; n < Np; ++n) {
-        const S dhn = dh[n] + dy * cc[n];
-        dcrow[n] += dy * hn[n];
-        dbrow[n] += dhn * dlu;
-        const S q = dhn * hp[n] * da[n];
-        dAp[n] += q * dl;
-        sA += q * Ad[n];
-        sB += dhn * bb[n];
-        dh[n] = dhn * da[n];
-      }
-      dD += dy * ut;
-      du[l] = Dd * dy + dl * sB;
-      const S gd = (sA + ut * sB) * w.sig[t];
+      dD += w.dy[t] * u[l];
+      du[l] = Dd * w.dy[t] + w.dl[t] * w.sB[t];
+      const S gd = w.g[t] * w.sig[t];
       ddelta[l] = gd;
       dbias += gd;
     }
@@ -423,16 +355,11 @@ void step_impl(const ScanStepParams& p) {
       const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
       S* h = static_cast<S*>(p.state) + i * N;
       const S Dd = p.D ? static_cast<const S*>(p.D)[ch] : S(0);
-      S v = 0;
-      if constexpr (std::is_same_v<S, float>) {
-        if (N % kPadFloats == 0) {  // the state rows are whole vectors: one position of the scan micro-kernel
-          ops.k.scan(1, N, &dl, &u, A, Bv, Cv, Dd, h, &v);
-        } else {
-          v = step_channel(dl, u, A, Bv, Cv, Dd, h, N);
-        }
-      } else {
+      S v;
+      if (N % kPadFloats == 0)  // the state rows are whole vectors: one position of the scan
+        ops.scan(1, N, &dl, &u, A, Bv, Cv, Dd, h, &v);
+      else
         v = step_channel(dl, u, A, Bv, Cv, Dd, h, N);
-      }
       if (p.z) {
         const S zv = static_cast<const S*>(p.z)[i];
         v *= zv / (S(1) + std::exp(-zv));

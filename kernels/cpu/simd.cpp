@@ -35,54 +35,18 @@ void generic_transpose(int64_t rows, int64_t cols, const float* src, int64_t lds
 
 void generic_scan(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
                   const float* C, float D, float* h, float* y) {
-  float a[kPadFloats];
-  for (int64_t t = 0; t < len; ++t) {
-    const float du = dl[t] * u[t];
-    float acc = 0;
-    for (int64_t n0 = 0; n0 < np; n0 += kPadFloats) {
-      for (int64_t n = 0; n < kPadFloats; ++n) a[n] = dl[t] * A[n0 + n];
-      generic::exp<float>(a, a, kPadFloats);
-      for (int64_t n = n0; n < n0 + kPadFloats; ++n) {
-        h[n] = a[n - n0] * h[n] + du * B[t * np + n];
-        acc += h[n] * C[t * np + n];
-      }
-    }
-    y[t] = acc + D * u[t];
-  }
+  generic::scan<float>(len, np, dl, u, A, B, C, D, h, y);
 }
 
 void generic_scan_states(int64_t len, int64_t np, const float* dl, const float* u, const float* A, const float* B,
                          float* a, float* H) {
-  for (int64_t t = 0; t < len; ++t) {
-    float* at = a + t * np;
-    for (int64_t n = 0; n < np; ++n) at[n] = dl[t] * A[n];
-    generic::exp<float>(at, at, np);
-    const float du = dl[t] * u[t];
-    for (int64_t n = 0; n < np; ++n) H[(t + 1) * np + n] = at[n] * H[t * np + n] + du * B[t * np + n];
-  }
+  generic::scan_states<float>(len, np, dl, u, A, B, a, H);
 }
 
 void generic_scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
                       const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
                       float* dh, float* dA, float* sB, float* g) {
-  for (int64_t t = len - 1; t >= 0; --t) {
-    const float* at = a + t * np;
-    const float* hp = H + t * np;
-    const float dlu = dl[t] * u[t];
-    float sa = 0, sb = 0;
-    for (int64_t n = 0; n < np; ++n) {
-      const float dhn = dh[n] + dy[t] * C[t * np + n];
-      dC[t * np + n] += dy[t] * hp[np + n];
-      dB[t * np + n] += dlu * dhn;
-      const float q = dhn * hp[n] * at[n];
-      dA[n] += dl[t] * q;
-      sa += A[n] * q;
-      sb += B[t * np + n] * dhn;
-      dh[n] = dhn * at[n];
-    }
-    sB[t] = sb;
-    g[t] = sa + u[t] * sb;
-  }
+  generic::scan_bwd<float>(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
 }
 
 const FloatKernels& generic_kernels() {

@@ -50,4 +50,59 @@ void transpose(int64_t rows, int64_t cols, const S* src, int64_t lds, S* dst, in
     for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
+// The selective-scan recurrence and its backward (cpu/simd.h: scan,
+// scan_states, scan_bwd); np is a multiple of 16.
+template <typename S>
+void scan(int64_t len, int64_t np, const S* dl, const S* u, const S* A, const S* B, const S* C, S D, S* h, S* y) {
+  constexpr int64_t kw = 16;
+  S a[kw];
+  for (int64_t t = 0; t < len; ++t) {
+    const S du = dl[t] * u[t];
+    S acc = 0;
+    for (int64_t n0 = 0; n0 < np; n0 += kw) {
+      for (int64_t n = 0; n < kw; ++n) a[n] = dl[t] * A[n0 + n];
+      exp<S>(a, a, kw);
+      for (int64_t n = n0; n < n0 + kw; ++n) {
+        h[n] = a[n - n0] * h[n] + du * B[t * np + n];
+        acc += h[n] * C[t * np + n];
+      }
+    }
+    y[t] = acc + D * u[t];
+  }
+}
+
+template <typename S>
+void scan_states(int64_t len, int64_t np, const S* dl, const S* u, const S* A, const S* B, S* a, S* H) {
+  for (int64_t t = 0; t < len; ++t) {
+    S* at = a + t * np;
+    for (int64_t n = 0; n < np; ++n) at[n] = dl[t] * A[n];
+    exp<S>(at, at, np);
+    const S du = dl[t] * u[t];
+    for (int64_t n = 0; n < np; ++n) H[(t + 1) * np + n] = at[n] * H[t * np + n] + du * B[t * np + n];
+  }
+}
+
+template <typename S>
+void scan_bwd(int64_t len, int64_t np, const S* dl, const S* u, const S* dy, const S* A, const S* a, const S* B,
+              const S* C, const S* H, S* dB, S* dC, S* dh, S* dA, S* sB, S* g) {
+  for (int64_t t = len - 1; t >= 0; --t) {
+    const S* at = a + t * np;
+    const S* hp = H + t * np;
+    const S dlu = dl[t] * u[t];
+    S sa = 0, sb = 0;
+    for (int64_t n = 0; n < np; ++n) {
+      const S dhn = dh[n] + dy[t] * C[t * np + n];
+      dC[t * np + n] += dy[t] * hp[np + n];
+      dB[t * np + n] += dlu * dhn;
+      const S q = dhn * hp[n] * at[n];
+      dA[n] += dl[t] * q;
+      sa += A[n] * q;
+      sb += B[t * np + n] * dhn;
+      dh[n] = dhn * at[n];
+    }
+    sB[t] = sb;
+    g[t] = sa + u[t] * sb;
+  }
+}
+
 }  // namespace mambamt::kernels::cpu::generic
