@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "core/error.h"
@@ -34,7 +35,30 @@ torch::Device select_device(const std::string& preference, int local_rank) {
   throw InputError("unknown device \"" + preference + "\" (use auto, cpu or cuda)");
 }
 
+namespace {
+// OMP_NUM_THREADS's first entry (OpenMP allows a list, one per nesting level),
+// or 0 when the variable is unset or empty.
+int omp_num_threads_from_env() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (env == nullptr || *env == '\0') return 0;
+  const std::string value(env);
+  const std::string first = value.substr(0, value.find(','));
+  std::size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(first, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != first.size() || n <= 0)
+    throw InputError("OMP_NUM_THREADS=\"" + value + "\" is not a positive thread count (train.threads = 0 "
+                     "takes the count from it; unset it or set train.threads)");
+  return n;
+}
+}  // namespace
+
 int configure_threads(int threads, int ranks_on_node) {
+  if (threads <= 0) threads = omp_num_threads_from_env();
   if (threads <= 0) {
     cpu_set_t set;
     int cores = 1;

@@ -11,8 +11,12 @@ namespace mambamt::core {
 // GPUs) when LibTorch sees one, else the CPU. "cuda" without a GPU is an error.
 torch::Device select_device(const std::string& preference, int local_rank = 0);
 
-// Sets LibTorch's intra-op threads: `threads` if > 0, else the cores this
-// process may run on divided by `ranks_on_node` (at least 1). Returns the count.
+// Sets LibTorch's intra-op threads: `threads` if > 0; else OMP_NUM_THREADS when
+// it is set (what the job scripts export from SLURM_CPUS_PER_TASK, and the test
+// environment sets to 1); else the cores this process may run on divided by
+// `ranks_on_node` (at least 1). Returns the count. An OMP_NUM_THREADS that is not
+// a positive integer (or an OpenMP list such as "4,2", whose first entry counts)
+// is an InputError naming it.
 int configure_threads(int threads, int ranks_on_node = 1);
 
 // Host, CPU model, cores, threads, LibTorch version, CUDA availability, device

@@ -1,0 +1,93 @@
+// core/device.h: how many CPU threads a run takes, and which device.
+#include <catch2/catch.hpp>
+#include <sched.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "core/device.h"
+#include "core/error.h"
+
+using namespace mambamt;
+
+namespace {
+// Sets (or unsets) OMP_NUM_THREADS for the scope and restores it and LibTorch's
+// thread count after.
+struct OmpEnv {
+  std::optional<std::string> saved;
+  int saved_threads = torch::get_num_threads();
+  explicit OmpEnv(const char* value) {
+    if (const char* v = std::getenv("OMP_NUM_THREADS")) saved = v;
+    if (value)
+      ::setenv("OMP_NUM_THREADS", value, 1);
+    else
+      ::unsetenv("OMP_NUM_THREADS");
+  }
+  ~OmpEnv() {
+    if (saved)
+      ::setenv("OMP_NUM_THREADS", saved->c_str(), 1);
+    else
+      ::unsetenv("OMP_NUM_THREADS");
+    torch::set_num_threads(saved_threads);
+  }
+};
+
+int cores() {
+  cpu_set_t set;
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  return CPU_COUNT(&set);
+}
+}  // namespace
+
+TEST_CASE("configure_threads: an explicit count, else OMP_NUM_THREADS, else the cores shared among the node's ranks") {
+  SECTION("an explicit count wins over OMP_NUM_THREADS") {
+    OmpEnv env("3");
+    CHECK(core::configure_threads(2, 1) == 2);
+    CHECK(torch::get_num_threads() == 2);
+  }
+  SECTION("threads = 0 takes OMP_NUM_THREADS, whatever the ranks on the node") {
+    OmpEnv env("3");
+    CHECK(core::configure_threads(0, 1) == 3);
+    CHECK(torch::get_num_threads() == 3);
+    CHECK(core::configure_threads(0, 4) == 3);
+  }
+  SECTION("an OpenMP list counts its first entry") {
+    OmpEnv env("5,2");
+    CHECK(core::configure_threads(0, 1) == 5);
+  }
+  SECTION("unset or empty: the cores this process may use, divided among the ranks") {
+    for (const char* value : {static_cast<const char*>(nullptr), ""}) {
+      OmpEnv env(value);
+      CHECK(core::configure_threads(0, 1) == cores());
+      CHECK(torch::get_num_threads() == cores());
+      CHECK(core::configure_threads(0, cores() + 1) == 1);
+    }
+  }
+  SECTION("a value that is not a positive count is an error naming the variable and the value") {
+    for (const char* value : {"zero", "0", "-2", "4x", "2.5"}) {
+      OmpEnv env(value);
+      const int before = torch::get_num_threads();
+      CHECK_THROWS_AS(core::configure_threads(0, 1), InputError);
+      try {
+        core::configure_threads(0, 1);
+      } catch (const InputError& e) {
+        CHECK_THAT(e.what(), Catch::Contains(std::string("OMP_NUM_THREADS=\"") + value + "\""));
+      }
+      CHECK(torch::get_num_threads() == before);
+      // An explicit count does not read the variable.
+      CHECK(core::configure_threads(1, 1) == 1);
+    }
+  }
+}
+
+TEST_CASE("select_device: cpu is always there, and cuda without a GPU is an error") {
+  CHECK(core::select_device("cpu").is_cpu());
+  if (core::cuda_device_count() == 0) {
+    CHECK(core::select_device("auto").is_cpu());
+    CHECK_THROWS_AS(core::select_device("cuda"), InputError);
+  } else {
+    CHECK(core::select_device("auto", 1).is_cuda());
+  }
+  CHECK_THROWS_AS(core::select_device("tpu"), InputError);
+}
