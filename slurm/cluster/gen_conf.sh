@@ -49,6 +49,11 @@ SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=${dir}/state
 SlurmdSpoolDir=${rt}/spool
+# The node's TmpFS, where Slurm's PMIx plugin puts each step's client directory
+# (spmix_appdir_<uid>_<job>.<step>): every test cluster numbers its jobs from 1,
+# so one left in the machine's /tmp by a step killed with its cluster made the
+# next cluster's step 1.0 fail to launch ("File exists").
+TmpFS=${rt}/tmp
 SlurmctldPidFile=${dir}/pid/slurmctld.pid
 SlurmdPidFile=${dir}/pid/slurmd.pid
 SlurmctldLogFile=${dir}/log/slurmctld.log

@@ -35,7 +35,7 @@ export PATH=$PATH:/usr/sbin
 "$here/stop.sh" --orphans
 "$here/stop.sh" "$dir" >/dev/null
 
-rm -rf "${dir:?}"/{state,pid,log,spool,munge,runtime,slurm.conf,env.sh,owner,ports}
+rm -rf "${dir:?}"/{state,pid,log,spool,tmp,munge,runtime,slurm.conf,env.sh,owner,ports}
 mkdir -p "$dir"/{state,pid,log}
 chmod 755 "$dir"  # munged (user munge) must reach its socket directory
 
@@ -47,7 +47,7 @@ if [ ${#dir} -gt 60 ]; then
   chmod 755 "$rt"
   echo "$rt" >"$dir/runtime"
 fi
-mkdir -p "$rt/spool" "$rt/munge"
+mkdir -p "$rt/spool" "$rt/tmp" "$rt/munge"
 chown munge:munge "$rt/munge"
 chmod 755 "$rt/munge"
 

@@ -90,6 +90,7 @@ TEST_CASE("the test cluster is up and its slurm.conf is the saved copy with this
   }
   replace_all("socket=" + rt + "/", "socket=@RUNTIME@/");
   replace_all("SlurmdSpoolDir=" + rt + "/", "SlurmdSpoolDir=@RUNTIME@/");
+  replace_all("TmpFS=" + rt + "/", "TmpFS=@RUNTIME@/");
   replace_all(c.dir() + "/", "@DIR@/");
   std::istringstream ports(read_text(c.dir() + "/ports"));
   std::string ctld_port, slurmd_port;
