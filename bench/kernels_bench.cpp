@@ -24,10 +24,12 @@ const char* const kKernelsBenchHelp =
     "selective scan with d_inner=1024): (a) our kernel, (b) the best pure-LibTorch formulation "
     "(the Mamba-2 paper's chunked matmul form; SSD only), (c) the step-by-step LibTorch reference, "
     "forward and forward+backward, float32. Prints times (best of R), the ratios b/a and c/a, and "
-    "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run. (c) is skipped where it "
+    "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run: (a), (b) and an sgemm "
+    "run in R interleaved rounds per row, so that a machine whose speed drifts slows them alike, "
+    "and the row's % sgemm is against the sgemm of its own rounds. (c) is skipped where it "
     "would take minutes or too much memory. Options: --quick (SSD at L=256,1024 with N=64, Mamba-1 at "
     "L=1024 with N=16,64; about 5 minutes on 2 cores, most of it in (c)), --threads N (default: all "
-    "hardware threads), --repeat R (default 5, quick 3).";
+    "hardware threads), --repeat R (default 5).";
 
 namespace {
 
@@ -69,20 +71,39 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// LibTorch's large-matrix GFLOP/s: n x n by n x n, float32.
-double sgemm_gflops(int64_t n, int repeat) {
-  torch::NoGradGuard g;
-  auto a = torch::randn({n, n}), b = torch::randn({n, n});
-  torch::mm(a, b);  // warm-up
-  const double t = best_of(repeat, [&] { torch::mm(a, b); });
-  return 2.0 * n * n * n / t / 1e9;
+// The best time of each function over `rounds` rounds that call every one in
+// turn: on a shared VM whose speed drifts over minutes (its sgemm gave 113 to
+// 204 GFLOP/s from run to run), functions timed apart are timed on different
+// machines; interleaved, a slow spell slows them alike.
+std::vector<double> best_interleaved(int rounds, const std::vector<std::function<void()>>& fns) {
+  std::vector<double> best(fns.size(), 1e300);
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) {
+      const auto t0 = Clock::now();
+      fns[i]();
+      best[i] = std::min(best[i], std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  return best;
 }
+
+// LibTorch's large-matrix product: n x n by n x n, float32.
+struct Sgemm {
+  int64_t n;
+  torch::Tensor a, b;
+  explicit Sgemm(int64_t n_) : n(n_), a(torch::randn({n_, n_})), b(torch::randn({n_, n_})) { run(); }
+  void run() const {
+    torch::NoGradGuard g;
+    torch::mm(a, b);
+  }
+  double gflops(double seconds) const { return 2.0 * n * n * n / seconds / 1e9; }
+};
 
 struct Row {
   Row(std::string op_, std::string shape_, std::string pass_)
       : op(std::move(op_)), shape(std::move(shape_)), pass(std::move(pass_)) {}
   std::string op, shape, pass;
   double a = kNaN, b = kNaN, c = kNaN;  // seconds
+  double gemm = kNaN;                   // sgemm GFLOP/s in the rounds that timed a (and b)
   double flops = 0;
   std::string note;
 };
@@ -140,7 +161,8 @@ int64_t best_chunk(int repeat) {
   return best;
 }
 
-void bench_ssd(int64_t L, int64_t N, int64_t chunk, int repeat, bool quick, std::vector<Row>& rows) {
+void bench_ssd(int64_t L, int64_t N, int64_t chunk, int repeat, bool quick, const Sgemm& gemm,
+               std::vector<Row>& rows) {
   const int64_t B = 8, H = 16, P = 64;
   SsdProblem pr(B, L, H, P, N);
   const double elems = double(B) * L * H * P * N;
@@ -155,8 +177,12 @@ void bench_ssd(int64_t L, int64_t N, int64_t chunk, int repeat, bool quick, std:
   Row f{"ssd", shape, "fwd"};
   f.flops = 4 * elems;
   pr.forward(kn::ssd_scan, chunk);  // warm-up
-  f.a = best_of(repeat, [&] { pr.forward(kn::ssd_scan, chunk); });
-  f.b = best_of(std::max(2, repeat / 2), [&] { pr.forward(kn::reference::ssd_scan_chunked, chunk); });
+  {
+    const auto t = best_interleaved(repeat, {[&] { pr.forward(kn::ssd_scan, chunk); },
+                                             [&] { pr.forward(kn::reference::ssd_scan_chunked, chunk); },
+                                             [&] { gemm.run(); }});
+    f.a = t[0], f.b = t[1], f.gemm = gemm.gflops(t[2]);
+  }
   if (c_fwd) f.c = best_of(rc, [&] { pr.forward(kn::reference::ssd_scan, chunk); });
   {
     torch::Tensor ya = pr.forward(kn::ssd_scan, chunk), yb = pr.forward(kn::reference::ssd_scan_chunked, chunk);
@@ -168,8 +194,12 @@ void bench_ssd(int64_t L, int64_t N, int64_t chunk, int repeat, bool quick, std:
   Row fb{"ssd", shape, "fwd+bwd"};
   fb.flops = 16 * elems;
   pr.forward_backward(kn::ssd_scan, chunk);
-  fb.a = best_of(repeat, [&] { pr.forward_backward(kn::ssd_scan, chunk); });
-  fb.b = best_of(std::max(2, repeat / 2), [&] { pr.forward_backward(kn::reference::ssd_scan_chunked, chunk); });
+  {
+    const auto t = best_interleaved(repeat, {[&] { pr.forward_backward(kn::ssd_scan, chunk); },
+                                             [&] { pr.forward_backward(kn::reference::ssd_scan_chunked, chunk); },
+                                             [&] { gemm.run(); }});
+    fb.a = t[0], fb.b = t[1], fb.gemm = gemm.gflops(t[2]);
+  }
   if (c_bwd) fb.c = best_of(rc, [&] { pr.forward_backward(kn::reference::ssd_scan, chunk); });
   else fb.note = "(c) skipped (autograd would keep " + fmt("%.0f", c_bwd_bytes / 1e9) + " GB of states)";
   rows.push_back(fb);
@@ -181,7 +211,7 @@ using ScanFn = kn::SelectiveScanResult (*)(const torch::Tensor&, const torch::Te
                                            const torch::Tensor&, const torch::Tensor&,
                                            const torch::Tensor&, const kn::SelectiveScanOptions&);
 
-void bench_scan(int64_t L, int64_t N, int repeat, bool quick, std::vector<Row>& rows) {
+void bench_scan(int64_t L, int64_t N, int repeat, bool quick, const Sgemm& gemm, std::vector<Row>& rows) {
   const int64_t B = 8, Dm = 1024;
   auto u = torch::randn({B, Dm, L}), delta = torch::randn({B, Dm, L}) * 0.5 - 2.0;
   auto A = -torch::rand({Dm, N}) * 15 - 1, Bm = torch::randn({B, N, L}), Cm = torch::randn({B, N, L});
@@ -209,7 +239,10 @@ void bench_scan(int64_t L, int64_t N, int repeat, bool quick, std::vector<Row>& 
   Row f{"mamba1", shape, "fwd"};
   f.flops = 4 * elems;
   fwd(kn::selective_scan);
-  f.a = best_of(repeat, [&] { fwd(kn::selective_scan); });
+  {
+    const auto t = best_interleaved(repeat, {[&] { fwd(kn::selective_scan); }, [&] { gemm.run(); }});
+    f.a = t[0], f.gemm = gemm.gflops(t[1]);
+  }
   if (c_fwd) f.c = best_of(rc, [&] { fwd(kn::reference::selective_scan); });
   {
     torch::Tensor ya = fwd(kn::selective_scan), yc = fwd(kn::reference::selective_scan);
@@ -219,7 +252,10 @@ void bench_scan(int64_t L, int64_t N, int repeat, bool quick, std::vector<Row>& 
   Row fb{"mamba1", shape, "fwd+bwd"};
   fb.flops = 16 * elems;
   fwdbwd(kn::selective_scan);
-  fb.a = best_of(repeat, [&] { fwdbwd(kn::selective_scan); });
+  {
+    const auto t = best_interleaved(repeat, {[&] { fwdbwd(kn::selective_scan); }, [&] { gemm.run(); }});
+    fb.a = t[0], fb.gemm = gemm.gflops(t[1]);
+  }
   if (c_bwd) fb.c = best_of(rc, [&] { fwdbwd(kn::reference::selective_scan); });
   else fb.note = "(c) skipped (minutes, GBs of autograd states)";
   rows.push_back(fb);
@@ -236,7 +272,7 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     else if (args[i] == "--repeat") repeat = parse_int(args, i, "--repeat");
     else throw UsageError("bench kernels: unknown argument '" + args[i] + "'");
   }
-  if (repeat == 0) repeat = quick ? 3 : 5;
+  if (repeat == 0) repeat = 5;
   // LibTorch 1.13 defaults to the physical cores it detects, 1 on this VM:
   // use every hardware thread unless told otherwise.
   if (threads == 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
@@ -247,17 +283,20 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "# mambamt bench kernels" << (quick ? " --quick" : "") << "\n\n"
       << "CPU: " << cpu_model() << ", " << torch::get_num_threads() << " threads, kernels: "
       << kn::cpu_isa() << ", LibTorch " << TORCH_VERSION << ", float32, best of " << repeat
-      << " (a), " << std::max<int64_t>(2, repeat / 2) << " (b), " << std::max<int64_t>(1, repeat / 3)
+      << " interleaved rounds of (a), (b) and sgemm per row, best of " << std::max<int64_t>(1, repeat / 3)
       << " (c)\n";
-  const double gemm = sgemm_gflops(quick ? 2048 : 4096, quick ? 3 : 5);
-  out << "LibTorch sgemm (" << (quick ? 2048 : 4096) << "^3): " << fmt("%.0f", gemm) << " GFLOP/s\n";
+  const Sgemm gemm(quick ? 2048 : 4096);
+  const double gemm_start = gemm.gflops(best_of(quick ? 3 : 5, [&] { gemm.run(); }));
+  out << "LibTorch sgemm (" << gemm.n << "^3) at the start: " << fmt("%.0f", gemm_start)
+      << " GFLOP/s; each row's sgemm column is the best of its own rounds\n";
   const int64_t chunk = best_chunk(quick ? 1 : 2);
   out << "(b) chunk length (fastest of 32..256 at L=1024 N=64): " << chunk << "\n";
   out << "GFLOP/s count the recurrence's multiply-adds: 4 per (b,l,h,p,n) forward, 16 forward+backward.\n\n";
   out.flush();
 
-  out << "| op | shape | pass | (a) ms | (b) ms | (c) ms | b/a | c/a | (a) GFLOP/s | % sgemm | notes |\n"
-      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+  out << "| op | shape | pass | (a) ms | (b) ms | (c) ms | b/a | c/a | (a) GFLOP/s | sgemm GFLOP/s | % sgemm "
+         "| notes |\n"
+      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   out.flush();
   // Rows are printed as they are measured.
   auto print = [&](std::vector<Row>& rows) {
@@ -265,8 +304,8 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
       const double gf = r.flops / r.a / 1e9;
       out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << fmt("%.1f", r.a * 1e3) << " | "
           << fmt("%.1f", r.b * 1e3) << " | " << fmt("%.1f", r.c * 1e3) << " | " << fmt("%.1fx", r.b / r.a)
-          << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | "
-          << fmt("%.0f%%", 100 * gf / gemm) << " | " << r.note << " |\n";
+          << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | " << fmt("%.0f", r.gemm)
+          << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << r.note << " |\n";
     }
     out.flush();
     rows.clear();
@@ -282,11 +321,11 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     return all;
   };
   for (auto [L, N] : cases({{1024, 64}, {256, 64}})) {
-    bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, rows);
+    bench_ssd(L, N, chunk, static_cast<int>(repeat), quick, gemm, rows);
     print(rows);
   }
   for (auto [L, N] : cases({{1024, 16}, {1024, 64}})) {
-    bench_scan(L, N, static_cast<int>(repeat), quick, rows);
+    bench_scan(L, N, static_cast<int>(repeat), quick, gemm, rows);
     print(rows);
   }
   out << "\ntotal " << fmt("%.0f", std::chrono::duration<double>(Clock::now() - t_start).count())
