@@ -43,14 +43,9 @@ int omp_num_threads_from_env() {
   if (env == nullptr || *env == '\0') return 0;
   const std::string value(env);
   const std::string first = value.substr(0, value.find(','));
-  std::size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(first, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != first.size() || n <= 0)
+  const bool digits = !first.empty() && first.size() <= 6 && first.find_first_not_of("0123456789") == std::string::npos;
+  const int n = digits ? std::stoi(first) : 0;
+  if (n <= 0)
     throw InputError("OMP_NUM_THREADS=\"" + value + "\" is not a positive thread count (train.threads = 0 "
                      "takes the count from it; unset it or set train.threads)");
   return n;
