@@ -36,16 +36,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double best_of(int repeat, const std::function<void()>& f) {
-  double best = 1e300;
-  for (int r = 0; r < repeat; ++r) {
-    const auto t0 = Clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
-}
-
 int64_t parse_int(const std::vector<std::string>& args, size_t& i, const std::string& name) {
   if (i + 1 >= args.size()) throw UsageError("bench kernels: " + name + " needs a value");
   const std::string& v = args[++i];
@@ -85,6 +75,8 @@ std::vector<double> best_interleaved(int rounds, const std::vector<std::function
     }
   return best;
 }
+
+double best_of(int repeat, const std::function<void()>& f) { return best_interleaved(repeat, {f})[0]; }
 
 // LibTorch's large-matrix product: n x n by n x n, float32.
 struct Sgemm {
