@@ -9,7 +9,8 @@
 //     5 GB/s at batch 16 (7 GB/s at batch 1);
 //   - y = x W^T for 2..16 rows: OpenBLAS's sgemm packs W on every call and
 //     streamed a 32000 x 352 output projection at 3.9 GB/s at batch 16 (mv
-//     already streams at copy bandwidth for one row).
+//     already streams at copy bandwidth for one row); small_batch_linear
+//     packs W once and keeps the packed copy.
 // The callers check the conditions (available(), dtypes, contiguity) and keep
 // the LibTorch ops otherwise; results equal those ops up to float rounding.
 #include <torch/torch.h>
@@ -31,7 +32,10 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
                             const torch::Tensor& valid, int64_t n);
 
 // x (B,K) float32 with 2 <= B <= 16, w (N,K) contiguous float32 -> (B,N) = x w^T,
-// reading w once.
+// reading w once. The first call for a weight packs a copy of it in panels
+// of 48 rows (as many bytes again as w) and keeps it while w lives; a weight
+// whose storage or version counter changed (an in-place update) is packed
+// again. Meant for the long-lived weights of a model.
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
 
 }  // namespace mambamt::models::detail

@@ -167,18 +167,33 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
-    for (int64_t b : {2, 5, 16})
-      for (int64_t n : {1, 13, 64}) {
+    // Every row count (passes of 8 rows and the rest), outputs within one
+    // panel of 48, filling it, and over several with a partial last one.
+    for (int64_t b = 2; b <= 16; ++b)
+      for (int64_t n : {1, 13, 48, 64, 100}) {
         torch::Tensor x = torch::randn({b, 35}), w = torch::randn({n, 35});
         INFO("rows " << b << ", outputs " << n);
         CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
       }
-    // Enough outputs for several tasks (16 blocks of 8 rows each), on 2 threads.
+    // Enough panels for several tasks, on 2 threads.
     const int saved = torch::get_num_threads();
     torch::set_num_threads(2);
     torch::Tensor x = torch::randn({16, 35}), w = torch::randn({300, 35});
     const double err = rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t()));
     torch::set_num_threads(saved);
     CHECK(err <= 1e-5);
+    // The packed copy follows the weight: an in-place update (as an
+    // optimizer step or a checkpoint load) and new storage are both seen.
+    torch::Tensor before = models::detail::small_batch_linear(x, w);
+    w.mul_(-2.0).add_(0.5);
+    CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+    CHECK(rel_err(models::detail::small_batch_linear(x, w), before) > 0.5);
+    w.set_data(torch::randn({300, 35}));
+    CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+    // Weights that die and new ones that may take their place.
+    for (int i = 0; i < 20; ++i) {
+      torch::Tensor t = torch::randn({50, 35});
+      CHECK(rel_err(models::detail::small_batch_linear(x, t), torch::mm(x, t.t())) <= 1e-5);
+    }
   }
 }
