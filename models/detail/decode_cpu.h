@@ -31,11 +31,13 @@ bool small_batch_linear_available();
 torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                             const torch::Tensor& valid, int64_t n);
 
-// x (B,K) float32 with 2 <= B <= 16, w (N,K) contiguous float32 -> (B,N) = x w^T,
-// reading w once. The first call for a weight packs a copy of it in panels
-// of 48 rows (as many bytes again as w) and keeps it while w lives; a weight
-// whose storage or version counter changed (an in-place update) is packed
-// again. Meant for the long-lived weights of a model.
+// x (B,K) float32 with 2 <= B <= 16, w (N,K) contiguous float32 (not an
+// inference tensor: it has no version counter) -> (B,N) = x w^T, reading w
+// once. The first call for a weight packs a copy of it in panels of 48 rows
+// (as many bytes again as w) and keeps it while w lives (the copy of a weight
+// that is gone is freed at the next packing); a weight whose storage or
+// version counter changed (an in-place update) is packed again. Meant for
+// the long-lived weights of a model.
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
 
 }  // namespace mambamt::models::detail

@@ -7,7 +7,8 @@
 // 1.8 GB/s, mv at 3.7 GB/s; a 1547 x 352 in_proj at 2.1 GB/s against 4.3 GB/s
 // for W x^T at batch 16 (and W x^T still packs W on every call: 3.9 GB/s for
 // the output projection at batch 16, where small_batch_linear reads W once;
-// models/detail/decode_cpu.h).
+// models/detail/decode_cpu.h). small_batch_linear keeps a packed copy of W that
+// it checks against W's version counter, which inference tensors do not have.
 #include <torch/torch.h>
 
 #include "models/detail/decode_cpu.h"
@@ -20,7 +21,8 @@ inline torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, cons
   torch::Tensor y;
   if (x.size(0) == 1)
     y = torch::mv(w, x[0]).unsqueeze(0);
-  else if (x.size(0) <= 16 && x.scalar_type() == torch::kFloat && w.is_contiguous() && small_batch_linear_available())
+  else if (x.size(0) <= 16 && x.scalar_type() == torch::kFloat && w.is_contiguous() && !w.is_inference() &&
+           small_batch_linear_available())
     y = small_batch_linear(x, w);
   else
     y = torch::mm(w, x.t()).t().contiguous();
