@@ -84,8 +84,8 @@ __attribute__((target("avx2,fma"))) void value_heads(const float* p, const float
 // of 16 (the last one masked to the head dim), so no column needs a scalar
 // tail or a round trip of the output through memory. With AVX2 the hybrid's
 // head dim 44 (two vectors of 16, one of 8 and 4 scalars per column, then a
-// horizontal sum) ran at 6.5 GB/s from the L2 cache on one core, head dim 64
-// at 10.6 GB/s.
+// horizontal sum) ran at 6.5-8.2 GB/s from the L2 cache on one core, head dim 64
+// at 10.6-14.2 GB/s.
 template <int C>
 __attribute__((target("avx512f"))) void score_heads_512(const float* q, const float* k, const bool* valid, float* s,
                                                         int64_t begin, int64_t end, int64_t heads, int64_t cap,
