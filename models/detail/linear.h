@@ -21,7 +21,7 @@ inline torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, cons
   torch::Tensor y;
   if (x.size(0) == 1)
     y = torch::mv(w, x[0]).unsqueeze(0);
-  else if (x.size(0) <= 16 && x.scalar_type() == torch::kFloat && w.is_contiguous() && !w.is_inference() &&
+  else if (x.size(0) <= 64 && x.scalar_type() == torch::kFloat && w.is_contiguous() && !w.is_inference() &&
            small_batch_linear_available())
     y = small_batch_linear(x, w);
   else

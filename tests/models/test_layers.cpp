@@ -174,9 +174,10 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
-    // Every row count (passes of 8 rows and the rest), outputs within one
-    // panel of 48, filling it, and over several with a partial last one.
-    for (int64_t b = 2; b <= 16; ++b)
+    // Every row count of a greedy batch (passes of 8 rows and the rest) and
+    // some of beam search's batch x beam, outputs within one panel of 48,
+    // filling it, and over several with a partial last one.
+    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 40, 63, 64})
       for (int64_t n : {1, 13, 48, 64, 100}) {
         torch::Tensor x = torch::randn({b, 35}), w = torch::randn({n, 35});
         INFO("rows " << b << ", outputs " << n);
