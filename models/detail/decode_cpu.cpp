@@ -137,29 +137,23 @@ __attribute__((target("avx512f"))) void value_heads_512(const float* p, const fl
   }
 }
 
-// Both passes for heads [begin, end) with C = ceil(dh / 16) chunks.
-template <int C>
-void attend_heads_512(bool scores, const float* q, const float* k, const bool* valid, float* s, const float* p,
-                      const float* v, float* y, int64_t begin, int64_t end, int64_t heads, int64_t cap, int64_t n,
-                      int64_t dh, float scale) {
-  if (scores)
-    score_heads_512<C>(q, k, valid, s, begin, end, heads, cap, n, dh, scale);
-  else
-    value_heads_512<C>(p, v, y, begin, end, cap, n, dh);
-}
-
-using AttendHeads = void (*)(bool, const float*, const float*, const bool*, float*, const float*, const float*,
-                             float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float);
+// The two AVX-512 passes for one head dim (C = ceil(dh / 16) vectors).
+struct AttendPasses {
+  void (*score)(const float*, const float*, const bool*, float*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                int64_t, float);
+  void (*value)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t);
+};
 
 // The AVX-512 passes for this head dim, or null (no AVX-512F, or dh > 128).
-AttendHeads attend_heads_512_for(int64_t dh) {
+const AttendPasses* attend_passes_512(int64_t dh) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512 || dh < 1) return nullptr;
-  static const AttendHeads table[8] = {attend_heads_512<1>, attend_heads_512<2>, attend_heads_512<3>,
-                                       attend_heads_512<4>, attend_heads_512<5>, attend_heads_512<6>,
-                                       attend_heads_512<7>, attend_heads_512<8>};
-  const int64_t chunks = (dh + 15) / 16;
-  return chunks <= 8 ? table[chunks - 1] : nullptr;
+  static const AttendPasses table[8] = {
+      {score_heads_512<1>, value_heads_512<1>}, {score_heads_512<2>, value_heads_512<2>},
+      {score_heads_512<3>, value_heads_512<3>}, {score_heads_512<4>, value_heads_512<4>},
+      {score_heads_512<5>, value_heads_512<5>}, {score_heads_512<6>, value_heads_512<6>},
+      {score_heads_512<7>, value_heads_512<7>}, {score_heads_512<8>, value_heads_512<8>}};
+  if (!avx512 || dh < 1 || dh > 128) return nullptr;
+  return &table[(dh + 15) / 16 - 1];
 }
 
 // ------------------------------------------------------------------ small-batch linear (AVX-512F)
@@ -287,10 +281,10 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
   const float *qp = qc.data_ptr<float>(), *kp = k.data_ptr<float>(), *vp = v.data_ptr<float>();
   const bool* valid_p = valid.data_ptr<bool>();
   float* sp = scores.data_ptr<float>();
-  const AttendHeads fast = attend_heads_512_for(dh);
+  const AttendPasses* fast = attend_passes_512(dh);
   at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
     if (fast)
-      fast(true, qp, kp, valid_p, sp, nullptr, nullptr, nullptr, begin, end, h, cap, n, dh, scale);
+      fast->score(qp, kp, valid_p, sp, begin, end, h, cap, n, dh, scale);
     else
       score_heads(qp, kp, valid_p, sp, begin, end, h, cap, n, dh, scale);
   });
@@ -301,7 +295,7 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
   float* yp = y.data_ptr<float>();
   at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
     if (fast)
-      fast(false, nullptr, nullptr, nullptr, nullptr, pp, vp, yp, begin, end, h, cap, n, dh, scale);
+      fast->value(pp, vp, yp, begin, end, cap, n, dh);
     else
       value_heads(pp, vp, yp, begin, end, cap, n, dh);
   });
