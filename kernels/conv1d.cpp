@@ -133,13 +133,14 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& state, const torch::Tensor
   // updated through a float copy.
   const bool convert = x.is_cpu() && state.scalar_type() != acc;
   torch::Tensor st = convert ? state.to(acc) : state;
-  torch::Tensor xs = (x.is_cpu() ? x.to(acc) : x).contiguous();
+  // Rows in place: in a decode step x is a column range of the in-projection.
+  torch::Tensor xs = detail::row_input(x, x.is_cpu() ? acc : x.scalar_type());
   torch::Tensor w = accum(weight, acc), bs = accum(bias, acc);
   torch::Tensor y = torch::empty(xs.sizes(), xs.options());
   detail::ConvStepParams p;
   p.dtype = detail::to_dtype(xs.scalar_type());
   p.batch = x.size(0), p.dim = x.size(1), p.width = weight.size(1), p.silu = silu;
-  p.x = ptr(xs), p.weight = ptr(w), p.bias = ptr(bs), p.state = ptr(st), p.y = ptr(y);
+  p.x = ptr(xs), p.x_bs = detail::row_stride(xs), p.weight = ptr(w), p.bias = ptr(bs), p.state = ptr(st), p.y = ptr(y);
   detail::dispatch("causal_conv1d_step", xs, [&] { cpu::conv1d_step(p); }, [&] {
 #ifdef MAMBAMT_WITH_CUDA
     cuda::conv1d_step(p);

@@ -216,9 +216,12 @@ torch::Tensor ssd_step(const torch::Tensor& state, const torch::Tensor& x, const
   detail::validate_ssd_step(state, x, dt, A_log, B, C, o);
   torch::NoGradGuard no_grad;
   const auto acc = state.scalar_type();
-  auto c = [&](const torch::Tensor& t) { return t.defined() ? detail::act(t, acc).contiguous() : t; };
-  torch::Tensor xs = c(x), zs = c(o.z), Bs = c(B), Cs = c(C);
-  torch::Tensor dts = accum(dt, acc), Al = accum(A_log, acc), Dv = accum(o.D, acc);
+  // Activations in the accumulation type on CPU, as given on CUDA; rows in
+  // place (they are column ranges of the in-projection in a decode step).
+  const auto at = x.is_cpu() ? acc : x.scalar_type();
+  torch::Tensor xs = detail::row_input(x, at), zs = detail::row_input(o.z, at), Bs = detail::row_input(B, at),
+                Cs = detail::row_input(C, at), dts = detail::row_input(dt, acc);
+  torch::Tensor Al = accum(A_log, acc), Dv = accum(o.D, acc);
   torch::Tensor bias = accum(o.dt_bias, acc), mask = detail::mask_u8(o.mask);
   torch::Tensor y = torch::empty(xs.sizes(), xs.options());
   detail::SsdStepParams p;
@@ -227,6 +230,8 @@ torch::Tensor ssd_step(const torch::Tensor& state, const torch::Tensor& x, const
   p.ngroups = B.size(1), p.dstate = B.size(2);
   p.dt_softplus = o.dt_softplus;
   p.x = ptr(xs), p.z = ptr(zs), p.B = ptr(Bs), p.C = ptr(Cs);
+  p.x_bs = detail::row_stride(xs), p.z_bs = detail::row_stride(zs), p.B_bs = detail::row_stride(Bs);
+  p.C_bs = detail::row_stride(Cs), p.dt_bs = detail::row_stride(dts);
   p.dt = ptr(dts), p.A_log = ptr(Al), p.dt_bias = ptr(bias), p.D = ptr(Dv);
   p.mask = ptr<uint8_t>(mask);
   p.state = ptr(state);

@@ -134,10 +134,11 @@ MAMBAMT_INLINE void step_rows(const ConvStepParams& p, const Ops<S>& ops, int64_
   const S* bias = static_cast<const S*>(p.bias);
   for (int64_t i0 = begin; i0 < end; i0 += kChunk) {
     const int64_t n = std::min(kChunk, end - i0);
-    for (int64_t j = 0, d = i0 % p.dim; j < n; ++j, d = d + 1 == p.dim ? 0 : d + 1) {
+    int64_t b = i0 / p.dim, d = i0 % p.dim;
+    for (int64_t j = 0; j < n; ++j) {
       const int64_t i = i0 + j;
       S* st = static_cast<S*>(p.state) + i * W1;
-      const S x = static_cast<const S*>(p.x)[i];
+      const S x = static_cast<const S*>(p.x)[b * p.x_bs + d];
       const S* w = weight + d * W;
       S acc = bias ? bias[d] : S(0);
       for (int k = 0; k < W1; ++k) acc += w[k] * st[k];
@@ -145,6 +146,7 @@ MAMBAMT_INLINE void step_rows(const ConvStepParams& p, const Ops<S>& ops, int64_
       for (int k = 0; k + 1 < W1; ++k) st[k] = st[k + 1];
       st[W1 - 1] = x;
       v[j] = acc;
+      if (++d == p.dim) d = 0, ++b;
     }
     S* y = static_cast<S*>(p.y) + i0;
     if (!p.silu) {

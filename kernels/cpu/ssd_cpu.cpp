@@ -714,18 +714,18 @@ MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t
   S v[kChunk], e[kChunk];
   for (int64_t task = begin; task < end; ++task) {
     const int64_t b = task / H, h = task % H, g = h / hpg;
-    const S* x = static_cast<const S*>(p.x) + task * P;
+    const S* x = static_cast<const S*>(p.x) + b * p.x_bs + h * P;
     S* y = static_cast<S*>(p.y) + task * P;
     if (p.mask && !p.mask[b]) {
       std::fill(y, y + P, S(0));
       continue;
     }
-    S dte = static_cast<const S*>(p.dt)[task] + (p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0));
+    S dte = static_cast<const S*>(p.dt)[b * p.dt_bs + h] + (p.dt_bias ? static_cast<const S*>(p.dt_bias)[h] : S(0));
     if (p.dt_softplus && dte <= S(20)) dte = std::log1p(std::exp(dte));
     const S decay = std::exp(-std::exp(static_cast<const S*>(p.A_log)[h]) * dte);
     const S Dh = p.D ? static_cast<const S*>(p.D)[h] : S(0);
-    const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
-    const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
+    const S* Bv = static_cast<const S*>(p.B) + b * p.B_bs + g * N;
+    const S* Cv = static_cast<const S*>(p.C) + b * p.C_bs + g * N;
     S* st = static_cast<S*>(p.state) + task * P * N;
     for (int64_t p0 = 0; p0 < P; p0 += kChunk) {
       const int64_t n = std::min(kChunk, P - p0);
@@ -743,7 +743,7 @@ MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t
         std::copy(v, v + n, y + p0);
         continue;
       }
-      const S* z = static_cast<const S*>(p.z) + task * P + p0;
+      const S* z = static_cast<const S*>(p.z) + b * p.z_bs + h * P + p0;
       for (int64_t j = 0; j < n; ++j) e[j] = -z[j];
       ops.exp(e, e, n);
       for (int64_t j = 0; j < n; ++j) y[p0 + j] = v[j] * z[j] / (S(1) + e[j]);

@@ -120,13 +120,14 @@ __global__ void conv_step(ConvStepParams p) {
   GRID_STRIDE(i, p.batch * p.dim) {
     const int64_t d = i % p.dim;
     T* st = static_cast<T*>(p.state) + i * W1;
-    const A x = to_acc<A>(static_cast<const T*>(p.x)[i]);
+    const T xr = static_cast<const T*>(p.x)[(i / p.dim) * p.x_bs + d];
+    const A x = to_acc<A>(xr);
     const A* w = static_cast<const A*>(p.weight) + d * W;
     A v = p.bias ? static_cast<const A*>(p.bias)[d] : A(0);
     for (int64_t k = 0; k < W1; ++k) v += w[k] * to_acc<A>(st[k]);
     v += w[W1] * x;
     for (int64_t k = 0; k + 1 < W1; ++k) st[k] = st[k + 1];
-    st[W1 - 1] = static_cast<const T*>(p.x)[i];
+    st[W1 - 1] = xr;
     if (p.silu) v *= sigmoid(v);
     static_cast<T*>(p.y)[i] = from_acc<T>(v);
   }

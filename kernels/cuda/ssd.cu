@@ -453,17 +453,17 @@ __global__ void step_kernel(SsdStepParams p) {
   A* state = static_cast<A*>(p.state);
   T* y = static_cast<T*>(p.y);
   GRID_STRIDE(i, p.batch * H * P) {
-    const int64_t h = (i / P) % H, b = i / (P * H), g = h / hpg;
+    const int64_t pp = i % P, h = (i / P) % H, b = i / (P * H), g = h / hpg;
     if (p.mask && !p.mask[b]) {
       y[i] = from_acc<T>(A(0));
       continue;
     }
-    A v = dt[b * H + h] + (bias ? bias[h] : A(0));
+    A v = dt[b * p.dt_bs + h] + (bias ? bias[h] : A(0));
     if (p.dt_softplus) v = softplus20(v);
     const A decay = exp(-exp(static_cast<const A*>(p.A_log)[h]) * v);
-    const A xv = to_acc<A>(x[i]);
-    const T* br = Bp + (b * p.ngroups + g) * N;
-    const T* cr = Cp + (b * p.ngroups + g) * N;
+    const A xv = to_acc<A>(x[b * p.x_bs + h * P + pp]);
+    const T* br = Bp + b * p.B_bs + g * N;
+    const T* cr = Cp + b * p.C_bs + g * N;
     A* st = state + i * N;
     A acc = 0;
     for (int64_t n = 0; n < N; ++n) {
@@ -473,7 +473,7 @@ __global__ void step_kernel(SsdStepParams p) {
     }
     A out = acc + (D ? D[h] : A(0)) * xv;
     if (z) {
-      const A zv = to_acc<A>(z[i]);
+      const A zv = to_acc<A>(z[b * p.z_bs + h * P + pp]);
       out *= zv * sigmoid(zv);
     }
     y[i] = from_acc<T>(out);

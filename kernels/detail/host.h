@@ -29,6 +29,30 @@ inline torch::Tensor act(const torch::Tensor& t, torch::ScalarType acc) {
   return r.stride(-1) == 1 ? r : r.contiguous();
 }
 
+// Whether every dimension after the first is laid out as in a contiguous
+// tensor: each batch row is contiguous, wherever the rows start.
+inline bool rows_contiguous(const torch::Tensor& t) {
+  int64_t expected = 1;
+  for (int64_t d = t.dim() - 1; d >= 1; --d) {
+    if (t.size(d) != 1 && t.stride(d) != expected) return false;
+    expected *= t.size(d);
+  }
+  return true;
+}
+
+// An input of a decode step as the kernel reads it: in type `type` (on CPU
+// the accumulation type for activations), each batch row contiguous; the
+// rows may lie apart (a column range of a wider projection), so no copy is
+// made for them. Undefined stays undefined.
+inline torch::Tensor row_input(const torch::Tensor& t, torch::ScalarType type) {
+  if (!t.defined()) return t;
+  torch::Tensor r = t.to(type);
+  return rows_contiguous(r) ? r : r.contiguous();
+}
+
+// Elements between batch rows of a row_input() tensor (0 when undefined).
+inline int64_t row_stride(const torch::Tensor& t) { return t.defined() && t.dim() > 0 ? t.stride(0) : 0; }
+
 // A parameter or state in the accumulation type, contiguous.
 inline torch::Tensor accum(const torch::Tensor& t, torch::ScalarType acc) {
   return t.defined() ? t.to(acc).contiguous() : t;

@@ -76,8 +76,11 @@ struct SsdStepParams {
   DType dtype = DType::kFloat32;
   int64_t batch = 0, nheads = 0, headdim = 0, ngroups = 0, dstate = 0;
   bool dt_softplus = true;
-  // All contiguous. act: x, z (B,H,P), B, C (B,G,N), y (B,H,P).
-  // acc: dt (B,H), A_log, dt_bias, D (H), state (B,H,P,N). mask (B).
+  // act: x, z (B,H,P), B, C (B,G,N), y (B,H,P). acc: dt (B,H), A_log,
+  // dt_bias, D (H), state (B,H,P,N). mask (B). x, z, B, C and dt: each batch
+  // row contiguous, rows *_bs elements apart (a decode step's inputs are
+  // column ranges of one projection); the rest contiguous.
+  int64_t x_bs = 0, z_bs = 0, B_bs = 0, C_bs = 0, dt_bs = 0;
   const void* x = nullptr;
   const void* z = nullptr;
   const void* B = nullptr;
@@ -190,7 +193,8 @@ struct ConvStepParams {
   DType dtype = DType::kFloat32;
   int64_t batch = 0, dim = 0, width = 0;
   bool silu = false;
-  const void* x = nullptr;       // act (B,D)
+  const void* x = nullptr;       // act (B,D), rows x_bs elements apart
+  int64_t x_bs = 0;
   const void* weight = nullptr;  // acc (D,W)
   const void* bias = nullptr;    // acc (D), optional
   void* state = nullptr;         // act (B,D,W-1), updated in place

@@ -100,6 +100,24 @@ TEST_CASE("causal_conv1d_step run L times equals causal_conv1d", "[kernels]") {
   }
 }
 
+TEST_CASE("causal_conv1d_step reads rows in place: a column range gives the contiguous result", "[kernels]") {
+  // d = 37 at b = 3: the CPU step's groups of 64 channels cross batch rows.
+  torch::manual_seed(34);
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    CAPTURE(dtype);
+    const int64_t b = 3, d = 37, w = 4;
+    auto wide = torch::randn({b, d + 20}, dtype);
+    auto x = wide.narrow(1, 11, d), weight = torch::randn({d, w}, dtype), bias = torch::randn({d}, dtype);
+    REQUIRE_FALSE(x.is_contiguous());
+    auto state = torch::randn({b, d, w - 1}, dtype);
+    auto s1 = state.clone(), s2 = state.clone();
+    auto y1 = k::causal_conv1d_step(s1, x, weight, bias, true);
+    auto y2 = k::causal_conv1d_step(s2, x.contiguous(), weight, bias, true);
+    CHECK(torch::equal(y1, y2));
+    CHECK(torch::equal(s1, s2));
+  }
+}
+
 TEST_CASE("reorder_state picks and permutes batch rows", "[kernels]") {
   auto s = torch::arange(24, torch::kFloat).view({4, 3, 2});
   auto idx = torch::tensor({2, 2, 0, 1});

@@ -161,4 +161,25 @@ TEST_CASE("CUDA decode steps match the CPU steps", "[kernels][cuda]") {
   auto c2 = k::causal_conv1d_step(cg, xw.cuda(), wt.cuda(), {}, true);
   MAMBAMT_CHECK_CLOSE(c2.cpu(), c1, 1e-5, 1e-5);
   MAMBAMT_CHECK_CLOSE(cg.cpu(), cc, 0.0, 0.0);
+  {
+    // x, z, B, C and dt as column ranges of one (batch, width) projection, as
+    // a Mamba-2 decode step passes them: rows read in place.
+    auto proj = torch::randn({b, 2 * h * p + 2 * g * n + h + 5}, torch::kCUDA);
+    int64_t at = 5;
+    auto take = [&](int64_t w) { auto t = proj.narrow(1, at, w); at += w; return t; };
+    auto zr = take(h * p).view({b, h, p}), xr = take(h * p).view({b, h, p}), Br = take(g * n).view({b, g, n});
+    auto Cr = take(g * n).view({b, g, n}), dtr = take(h);
+    k::SsdStepOptions o1 = sog, o2 = sog;
+    o1.z = zr, o2.z = zr.contiguous();
+    auto s1 = state.cuda(), s2 = state.cuda();
+    auto r1 = k::ssd_step(s1, xr, dtr, A_log.cuda(), Br, Cr, o1);
+    auto r2 = k::ssd_step(s2, xr.contiguous(), dtr.contiguous(), A_log.cuda(), Br.contiguous(), Cr.contiguous(), o2);
+    CHECK(torch::equal(r1, r2));
+    CHECK(torch::equal(s1, s2));
+    auto cx = torch::randn({b, 9}, torch::kCUDA).narrow(1, 2, 6), cw = wt.cuda();
+    auto c3 = cs.cuda(), c4 = cs.cuda();
+    CHECK(torch::equal(k::causal_conv1d_step(c3, cx, cw, {}, true),
+                       k::causal_conv1d_step(c4, cx.contiguous(), cw, {}, true)));
+    CHECK(torch::equal(c3, c4));
+  }
 }

@@ -245,6 +245,35 @@ TEST_CASE("ssd_step run L times equals ssd_scan", "[kernels]") {
   }
 }
 
+TEST_CASE("ssd_step reads rows in place: column ranges of one projection give the contiguous results", "[kernels]") {
+  // A Mamba-2 decode step passes x, z, B, C and dt as column ranges of the
+  // in-projection's (batch, width) output: each row contiguous, rows apart.
+  torch::manual_seed(16);
+  const int64_t b = 3, h = 4, p = 70, g = 2, n = 5;
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    CAPTURE(dtype);
+    const int64_t width = 2 * h * p + 2 * g * n + h + 7;
+    auto proj = torch::randn({b, width}, torch::TensorOptions().dtype(dtype));
+    int64_t at = 3;
+    auto take = [&](int64_t w) { auto t = proj.narrow(1, at, w); at += w; return t; };
+    auto z = take(h * p).view({b, h, p}), x = take(h * p).view({b, h, p}), B = take(g * n).view({b, g, n});
+    auto C = take(g * n).view({b, g, n}), dt = take(h);
+    REQUIRE_FALSE(x.is_contiguous());
+    auto A_log = torch::rand({h}, dtype), state = torch::randn({b, h, p, n}, dtype);
+    k::SsdStepOptions so;
+    so.D = torch::randn({h}, dtype), so.z = z, so.dt_bias = torch::randn({h}, dtype);
+    so.mask = torch::tensor({true, false, true});
+    auto s1 = state.clone(), s2 = state.clone();
+    auto y1 = k::ssd_step(s1, x, dt, A_log, B, C, so);
+    k::SsdStepOptions sc = so;
+    sc.z = z.contiguous();
+    auto y2 = k::ssd_step(s2, x.contiguous(), dt.contiguous(), A_log, B.contiguous(), C.contiguous(), sc);
+    CHECK(torch::equal(y1, y2));
+    CHECK(torch::equal(s1, s2));
+    CHECK_FALSE(torch::equal(s1, state));
+  }
+}
+
 TEST_CASE("ssd_scan rejects bad shapes with the shapes in the message", "[kernels]") {
   auto x = torch::randn({2, 5, 4, 3});
   auto dt = torch::randn({2, 5, 4});
