@@ -12,6 +12,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "kernels/cpu/simd.h"
+
 namespace mambamt::models::detail {
 #ifdef MAMBAMT_DECODE_X86
 namespace {
@@ -69,6 +71,24 @@ __attribute__((target("avx2,fma"))) void value_heads(const float* p, const float
     float* yi = y + bh * dh;
     for (int64_t j = 0; j < n; ++j)
       if (pi[j] != 0.0f) axpy(pi[j], vi + j * dh, yi, dh);
+  }
+}
+
+// Softmax of the score rows of heads [begin, end) (n columns each), in place,
+// with the kernels' vectorised exp. Masked columns hold the lowest float, so
+// they get weight 0 beside a valid column, and a row without one gets
+// uniform weights (as torch::softmax after models::attend's masked_fill).
+void softmax_rows(float* s, int64_t begin, int64_t end, int64_t n) {
+  const auto exp = kernels::cpu::float_kernels().exp;
+  for (int64_t bh = begin; bh < end; ++bh) {
+    float* si = s + bh * n;
+    const float m = *std::max_element(si, si + n);
+    for (int64_t j = 0; j < n; ++j) si[j] -= m;
+    exp(si, si, n);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += si[j];
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j) si[j] *= inv;
   }
 }
 
@@ -134,6 +154,29 @@ __attribute__((target("avx512f"))) void value_heads_512(const float* p, const fl
     }
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + bh * dh + 16 * c, c == C - 1 ? tail : 0xFFFF, acc[c]);
+  }
+}
+
+// softmax_rows with AVX-512 loops around the exp.
+__attribute__((target("avx512f"))) void softmax_rows_512(float* s, int64_t begin, int64_t end, int64_t n) {
+  const auto exp = kernels::cpu::float_kernels().exp;
+  const int64_t full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  for (int64_t bh = begin; bh < end; ++bh) {
+    float* si = s + bh * n;
+    __m512 mv = _mm512_set1_ps(std::numeric_limits<float>::lowest());
+    for (int64_t j = 0; j < full; j += 16) mv = _mm512_max_ps(mv, _mm512_loadu_ps(si + j));
+    if (tail) mv = _mm512_mask_max_ps(mv, tail, mv, _mm512_maskz_loadu_ps(tail, si + full));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+    for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(si + j, _mm512_sub_ps(_mm512_loadu_ps(si + j), m));
+    if (tail) _mm512_mask_storeu_ps(si + full, tail, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, si + full), m));
+    exp(si, si, n);
+    __m512 sv = _mm512_setzero_ps();
+    for (int64_t j = 0; j < full; j += 16) sv = _mm512_add_ps(sv, _mm512_loadu_ps(si + j));
+    if (tail) sv = _mm512_add_ps(sv, _mm512_maskz_loadu_ps(tail, si + full));
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sv));
+    for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(si + j, _mm512_mul_ps(_mm512_loadu_ps(si + j), inv));
+    if (tail) _mm512_mask_storeu_ps(si + full, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, si + full), inv));
   }
 }
 
@@ -282,22 +325,23 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
   const bool* valid_p = valid.data_ptr<bool>();
   float* sp = scores.data_ptr<float>();
   const AttendPasses* fast = attend_passes_512(dh);
-  at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
-    if (fast)
-      fast->score(qp, kp, valid_p, sp, begin, end, h, cap, n, dh, scale);
-    else
-      score_heads(qp, kp, valid_p, sp, begin, end, h, cap, n, dh, scale);
-  });
-  // LibTorch's (vectorised) softmax over the small score buffer, as models::attend.
-  const torch::Tensor p = torch::softmax(scores, -1);
-  torch::Tensor y = torch::zeros({b, h, dh}, k.options());
-  const float* pp = p.data_ptr<float>();
+  // The AVX-512 value pass writes every output; the AVX2 one adds to it.
+  torch::Tensor y = fast ? torch::empty({b, h, dh}, k.options()) : torch::zeros({b, h, dh}, k.options());
   float* yp = y.data_ptr<float>();
+  // Each head goes through scores, softmax and values in turn: one parallel
+  // region, and the head's score row is still in cache for the value pass.
   at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
-    if (fast)
-      fast->value(pp, vp, yp, begin, end, cap, n, dh);
-    else
-      value_heads(pp, vp, yp, begin, end, cap, n, dh);
+    for (int64_t i = begin; i < end; ++i) {
+      if (fast) {
+        fast->score(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
+        softmax_rows_512(sp, i, i + 1, n);
+        fast->value(sp, vp, yp, i, i + 1, cap, n, dh);
+      } else {
+        score_heads(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
+        softmax_rows(sp, i, i + 1, n);
+        value_heads(sp, vp, yp, i, i + 1, cap, n, dh);
+      }
+    }
   });
   return y;
 }

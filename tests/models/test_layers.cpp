@@ -155,9 +155,11 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   SECTION("attention of one query over a KV cache") {
     if (!models::detail::attend_cached_available()) return;  // the step keeps models::attend
     // AVX-512 passes up to head dim 128 (one to eight vectors, the last one
-    // masked), the AVX2 ones above it.
-    for (int64_t dh : {5, 16, 44, 64, 128, 136}) {
-      const int64_t b = 3, h = 2, cap = 37, n = 29;
+    // masked), the AVX2 ones above it; the softmax over whole vectors of 16
+    // columns, a masked tail, or both.
+    for (int64_t dh : {5, 16, 44, 64, 128, 136})
+    for (int64_t n : {1, 29, 32}) {
+      const int64_t b = 3, h = 2, cap = 37;
       torch::Tensor q = torch::randn({b, h, 1, dh}), k = torch::randn({b, h, cap, dh});
       torch::Tensor v = torch::randn({b, h, cap, dh});
       // The cache's unused capacity may hold anything: it must not be read.
@@ -168,7 +170,7 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       torch::Tensor want = attend(q, k.narrow(2, 0, n), v.narrow(2, 0, n), valid.narrow(1, 0, n).view({b, 1, 1, n}),
                                   0.0, false);
       torch::Tensor got = models::detail::attend_cached(q, k, v, valid, n);
-      INFO("head dim " << dh);
+      INFO("head dim " << dh << ", columns " << n);
       CHECK(rel_err(got, want.view({b, h, dh})) <= 1e-5);
     }
   }
