@@ -16,6 +16,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "models/registry.h"
+#include "models/search.h"
 
 namespace mambamt::bench {
 
@@ -98,7 +99,7 @@ void decode_in_turns(std::vector<Decoding>& ds, int64_t n, int64_t turn, const s
         const auto start = Clock::now();
         torch::Tensor logits = d.model->step(d.state, d.tokens);
         logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
-        d.tokens = logits.argmax(1);
+        d.tokens = models::greedy_tokens(logits);
         d.trace.step_s.push_back(since(start));
         if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) d.trace.state_at[t + 1] = d.state.bytes();
       }

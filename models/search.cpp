@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "models/detail/decode_cpu.h"
+
 namespace mambamt::models {
 namespace {
 
@@ -30,7 +32,7 @@ double normalise(double log_prob, int64_t length, double penalty) {
 // below min_length.
 torch::Tensor step_log_probs(const torch::Tensor& logits, const std::vector<int64_t>& position, const SearchOptions& o,
                              int64_t eos) {
-  torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat), -1);
+  torch::Tensor lp = detail::log_softmax_rows(logits.to(torch::kFloat));
   if (o.min_length <= 0) return lp;
   std::vector<int64_t> ban;
   for (size_t r = 0; r < position.size(); ++r)
@@ -103,6 +105,8 @@ SearchStart search_start(TranslationModel& model, const torch::Tensor& src, cons
 
 }  // namespace
 
+torch::Tensor greedy_tokens(const torch::Tensor& logits) { return std::get<1>(detail::max_rows(logits)); }
+
 std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
                                       const SearchOptions& o, const Prefixes& prefixes) {
   check_inputs(src, o, prefixes);
@@ -126,7 +130,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
   for (int64_t t = begin.step;; ++t) {
     for (size_t r = 0; r < rows.size(); ++r) position[r] = t - plen[static_cast<size_t>(rows[r])];
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);
-    auto best = lp.max(1);
+    auto best = detail::max_rows(lp);
     torch::Tensor best_lp = std::get<0>(best).to(torch::kCPU, torch::kDouble);
     torch::Tensor best_tok = std::get<1>(best).to(torch::kCPU, torch::kLong);
     auto lpa = best_lp.accessor<double, 1>();

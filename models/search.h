@@ -51,6 +51,11 @@ using NBest = std::vector<Hypothesis>;
 // translations of the sentences before it this way.
 using Prefixes = std::vector<std::vector<int64_t>>;
 
+// Greedy search's choice at one step: the highest-scoring token of each row
+// of logits (R,V), the first on ties (as logits.argmax(1), on greedy search's
+// CPU fast path).
+torch::Tensor greedy_tokens(const torch::Tensor& logits);
+
 // Greedy search: one hypothesis per row of src (B,S) / src_mask (B,S).
 std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& src_mask,
                                       const SearchOptions& options, const Prefixes& prefixes = {});

@@ -7,6 +7,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -299,6 +300,75 @@ torch::Tensor packed_weight(const torch::Tensor& w) {
   return out;
 }
 
+// ------------------------------------------------------------------ search's row-wise selection (AVX-512F)
+
+// Largest value of x[0, n) (-inf for n == 0); *nan: whether x holds a NaN.
+__attribute__((target("avx512f"))) float row_max(const float* x, int64_t n, bool* nan) {
+  const int64_t full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 unordered = 0;
+  for (int64_t j = 0; j < full; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    m = _mm512_max_ps(m, v);
+  }
+  if (tail) {
+    const __m512 v = _mm512_maskz_loadu_ps(tail, x + full);
+    unordered |= _mm512_mask_cmp_ps_mask(tail, v, v, _CMP_UNORD_Q);
+    m = _mm512_mask_max_ps(m, tail, m, v);
+  }
+  *nan = unordered != 0;
+  return _mm512_reduce_max_ps(m);
+}
+
+// The first j < n with x[j] == v (n if none).
+__attribute__((target("avx512f"))) int64_t row_find(const float* x, int64_t n, float v) {
+  const __m512 vv = _mm512_set1_ps(v);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + j), vv, _CMP_EQ_OQ);
+    if (eq) return j + __builtin_ctz(eq);
+  }
+  for (; j < n; ++j)
+    if (x[j] == v) return j;
+  return n;
+}
+
+// out[j] = x[j] - log(sum_i exp(x[i] - max) ) - max for one row of n.
+__attribute__((target("avx512f"))) void log_softmax_row(const float* x, float* out, int64_t n,
+                                                        void (*exp)(const float*, float*, int64_t)) {
+  bool nan = false;
+  const float m = row_max(x, n, &nan);
+  // exp(x - m) in chunks through a buffer, summed in 16 lanes.
+  constexpr int64_t kChunk = 256;
+  alignas(64) float buf[kChunk];
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t c = std::min(kChunk, n - j0);
+    const int64_t full = c / 16 * 16;
+    const __mmask16 tail = static_cast<__mmask16>((1u << (c - full)) - 1);
+    for (int64_t j = 0; j < full; j += 16) _mm512_store_ps(buf + j, _mm512_sub_ps(_mm512_loadu_ps(x + j0 + j), mv));
+    if (tail) _mm512_mask_store_ps(buf + full, tail, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + j0 + full), mv));
+    exp(buf, buf, c);
+    for (int64_t j = 0; j < full; j += 16) sum = _mm512_add_ps(sum, _mm512_load_ps(buf + j));
+    if (tail) sum = _mm512_add_ps(sum, _mm512_maskz_load_ps(tail, buf + full));
+  }
+  const __m512 lse = _mm512_set1_ps(m + std::log(_mm512_reduce_add_ps(sum)));
+  const int64_t full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(out + j, _mm512_sub_ps(_mm512_loadu_ps(x + j), lse));
+  if (tail) _mm512_mask_storeu_ps(out + full, tail, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), lse));
+}
+
+// Whether the row-wise selection runs its own loops on x.
+bool rows_fast(const torch::Tensor& x) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512 && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
+         x.size(1) > 0 && !(x.requires_grad() && torch::GradMode::is_enabled());
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -364,6 +434,43 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   return y;
 }
 
+torch::Tensor log_softmax_rows(const torch::Tensor& x) {
+  if (!rows_fast(x)) return torch::log_softmax(x, 1);
+  torch::NoGradGuard no_grad;
+  const int64_t r = x.size(0), n = x.size(1);
+  torch::Tensor out = torch::empty_like(x);
+  const float* xp = x.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const auto exp = kernels::cpu::float_kernels().exp;
+  at::parallel_for(0, r, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) log_softmax_row(xp + i * n, op + i * n, n, exp);
+  });
+  return out;
+}
+
+std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) {
+  if (!rows_fast(x)) return x.max(1);
+  torch::NoGradGuard no_grad;
+  const int64_t r = x.size(0), n = x.size(1);
+  torch::Tensor values = torch::empty({r}, x.options());
+  torch::Tensor indices = torch::empty({r}, x.options().dtype(torch::kLong));
+  const float* xp = x.data_ptr<float>();
+  float* vp = values.data_ptr<float>();
+  int64_t* ip = indices.data_ptr<int64_t>();
+  std::atomic<bool> any_nan{false};
+  at::parallel_for(0, r, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* row = xp + i * n;
+      bool nan = false;
+      vp[i] = row_max(row, n, &nan);
+      ip[i] = row_find(row, n, vp[i]);
+      if (nan) any_nan = true;
+    }
+  });
+  if (any_nan) return x.max(1);  // NaN ordering as LibTorch's
+  return {values, indices};
+}
+
 #else  // not x86: the callers keep the LibTorch ops
 
 bool attend_cached_available() { return false; }
@@ -375,6 +482,8 @@ torch::Tensor attend_cached(const torch::Tensor&, const torch::Tensor&, const to
 torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
   TORCH_CHECK(false, "small_batch_linear: x86 only");
 }
+torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
+std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }
 
 #endif
 }  // namespace mambamt::models::detail

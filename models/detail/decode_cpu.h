@@ -40,4 +40,15 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
 // the long-lived weights of a model.
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
 
+// The per-step selection of search: row-wise log-softmax and row-wise max of
+// (R,V) logits. LibTorch 1.13's ops took 1.2 ms (log_softmax) and 0.34 ms
+// (max over dim 1) for 16 rows of 32000 on 2 threads, 8-10% of a decode step
+// at batch 16. These run AVX-512 loops for contiguous float32 CPU tensors and
+// call the LibTorch ops otherwise (other devices, dtypes, layouts, CPUs).
+//   log_softmax_rows: as torch::log_softmax(x, 1), up to float rounding.
+//   max_rows: as x.max(1): the largest value of each row and its first index;
+//   a row holding NaN gives what x.max(1) gives.
+torch::Tensor log_softmax_rows(const torch::Tensor& x);
+std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x);
+
 }  // namespace mambamt::models::detail

@@ -3,6 +3,7 @@
 // step's CPU fast paths.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -11,6 +12,7 @@
 #include "models/detail/decode_cpu.h"
 #include "models/layers.h"
 #include "models/mamba.h"
+#include "models/search.h"
 
 using namespace mambamt;
 using namespace mambamt::models;
@@ -173,6 +175,33 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       INFO("head dim " << dh << ", columns " << n);
       CHECK(rel_err(got, want.view({b, h, dh})) <= 1e-5);
     }
+  }
+  SECTION("search's row-wise log-softmax and max") {
+    // One column, a masked vector tail, whole vectors, a vocabulary.
+    for (int64_t v : {1, 17, 48, 32000}) {
+      torch::Tensor x = torch::randn({5, v}) * 4;
+      x[1][v - 1] = -std::numeric_limits<float>::infinity();  // a banned token
+      x[2][v - 1] = 100;  // the largest in the last column (a masked tail for 1 and 17)
+      INFO("columns " << v);
+      CHECK(torch::allclose(models::detail::log_softmax_rows(x), torch::log_softmax(x, 1), 1e-5, 1e-5, true));
+      auto [values, indices] = models::detail::max_rows(x);
+      auto [want_values, want_indices] = x.max(1);
+      CHECK(torch::equal(values, want_values));
+      CHECK(torch::equal(indices, want_indices));
+    }
+    // Ties go to the first column; NaN as LibTorch orders it.
+    torch::Tensor t = torch::zeros({2, 40});
+    t[0][7] = 3, t[0][30] = 3, t[1][21] = 5, t[1][36] = 5;
+    CHECK(torch::equal(std::get<1>(models::detail::max_rows(t)), torch::tensor({7, 21})));
+    CHECK(torch::equal(models::greedy_tokens(t), torch::tensor({7, 21})));
+    t[1][3] = std::numeric_limits<float>::quiet_NaN();
+    auto [nan_values, nan_indices] = models::detail::max_rows(t);
+    CHECK(std::isnan(nan_values[1].item<float>()));
+    CHECK(torch::equal(nan_indices, std::get<1>(t.max(1))));
+    // Other layouts take LibTorch's ops.
+    torch::Tensor wide = torch::randn({40, 6}).t();
+    CHECK(torch::allclose(models::detail::log_softmax_rows(wide), torch::log_softmax(wide, 1)));
+    CHECK(torch::equal(std::get<1>(models::detail::max_rows(wide)), std::get<1>(wide.max(1))));
   }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
