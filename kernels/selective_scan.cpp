@@ -195,7 +195,10 @@ torch::Tensor selective_scan_step(const torch::Tensor& state, const torch::Tenso
   detail::validate_selective_scan_step(state, u, delta, A, B, C, o);
   torch::NoGradGuard no_grad;
   const auto acc = state.scalar_type();
-  auto c = [&](const torch::Tensor& t) { return t.defined() ? act(t, acc).contiguous() : t; };
+  // Activations in the accumulation type on CPU, as given on CUDA; rows in
+  // place (B and C are column ranges of x_proj's output in a decode step).
+  const auto at = u.is_cpu() ? acc : u.scalar_type();
+  auto c = [&](const torch::Tensor& t) { return detail::row_input(t, at); };
   torch::Tensor us = c(u), ds = c(delta), zs = c(o.z);
   torch::Tensor Bs = c(B.dim() == 2 ? B.unsqueeze(1) : B), Cs = c(C.dim() == 2 ? C.unsqueeze(1) : C);
   torch::Tensor As = accum(A, acc), Dv = accum(o.D, acc), bias = accum(o.delta_bias, acc);
@@ -206,6 +209,8 @@ torch::Tensor selective_scan_step(const torch::Tensor& state, const torch::Tenso
   p.batch = u.size(0), p.dim = u.size(1), p.dstate = A.size(1), p.ngroups = Bs.size(1);
   p.delta_softplus = o.delta_softplus;
   p.u = ptr(us), p.delta = ptr(ds), p.z = ptr(zs), p.B = ptr(Bs), p.C = ptr(Cs);
+  p.u_bs = detail::row_stride(us), p.delta_bs = detail::row_stride(ds), p.z_bs = detail::row_stride(zs);
+  p.B_bs = detail::row_stride(Bs), p.C_bs = detail::row_stride(Cs);
   p.A = ptr(As), p.D = ptr(Dv), p.delta_bias = ptr(bias), p.mask = ptr<uint8_t>(mask);
   p.state = ptr(state), p.y = ptr(y);
   detail::dispatch("selective_scan_step", us, [&] { cpu::selective_scan_step(p); }, [&] {

@@ -347,12 +347,13 @@ void step_impl(const ScanStepParams& p) {
         *y = 0;
         continue;
       }
-      S dl = static_cast<const S*>(p.delta)[i] + (p.delta_bias ? static_cast<const S*>(p.delta_bias)[ch] : S(0));
+      S dl = static_cast<const S*>(p.delta)[b * p.delta_bs + ch] +
+             (p.delta_bias ? static_cast<const S*>(p.delta_bias)[ch] : S(0));
       if (p.delta_softplus && dl <= S(20)) dl = std::log1p(std::exp(dl));
-      const S u = static_cast<const S*>(p.u)[i];
+      const S u = static_cast<const S*>(p.u)[b * p.u_bs + ch];
       const S* A = static_cast<const S*>(p.A) + ch * N;
-      const S* Bv = static_cast<const S*>(p.B) + (b * p.ngroups + g) * N;
-      const S* Cv = static_cast<const S*>(p.C) + (b * p.ngroups + g) * N;
+      const S* Bv = static_cast<const S*>(p.B) + b * p.B_bs + g * N;
+      const S* Cv = static_cast<const S*>(p.C) + b * p.C_bs + g * N;
       S* h = static_cast<S*>(p.state) + i * N;
       const S Dd = p.D ? static_cast<const S*>(p.D)[ch] : S(0);
       S v;
@@ -361,7 +362,7 @@ void step_impl(const ScanStepParams& p) {
       else
         v = step_channel(dl, u, A, Bv, Cv, Dd, h, N);
       if (p.z) {
-        const S zv = static_cast<const S*>(p.z)[i];
+        const S zv = static_cast<const S*>(p.z)[b * p.z_bs + ch];
         v *= zv / (S(1) + std::exp(-zv));
       }
       *y = v;

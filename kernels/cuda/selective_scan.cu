@@ -234,13 +234,13 @@ __global__ void scan_step(ScanStepParams p) {
       *y = from_acc<T>(A(0));
       continue;
     }
-    A dl = to_acc<A>(static_cast<const T*>(p.delta)[i]) +
+    A dl = to_acc<A>(static_cast<const T*>(p.delta)[b * p.delta_bs + ch]) +
            (p.delta_bias ? static_cast<const A*>(p.delta_bias)[ch] : A(0));
     if (p.delta_softplus) dl = softplus20(dl);
-    const A u = to_acc<A>(static_cast<const T*>(p.u)[i]);
+    const A u = to_acc<A>(static_cast<const T*>(p.u)[b * p.u_bs + ch]);
     const A* Arow = static_cast<const A*>(p.A) + ch * N;
-    const T* Bv = static_cast<const T*>(p.B) + (b * p.ngroups + g) * N;
-    const T* Cv = static_cast<const T*>(p.C) + (b * p.ngroups + g) * N;
+    const T* Bv = static_cast<const T*>(p.B) + b * p.B_bs + g * N;
+    const T* Cv = static_cast<const T*>(p.C) + b * p.C_bs + g * N;
     A* h = static_cast<A*>(p.state) + i * N;
     A acc = 0;
     for (int64_t n = 0; n < N; ++n) {
@@ -249,7 +249,7 @@ __global__ void scan_step(ScanStepParams p) {
     }
     A v = acc + (p.D ? static_cast<const A*>(p.D)[ch] : A(0)) * u;
     if (p.z) {
-      const A zv = to_acc<A>(static_cast<const T*>(p.z)[i]);
+      const A zv = to_acc<A>(static_cast<const T*>(p.z)[b * p.z_bs + ch]);
       v *= zv * sigmoid(zv);
     }
     *y = from_acc<T>(v);

@@ -150,8 +150,11 @@ struct ScanStepParams {
   DType dtype = DType::kFloat32;
   int64_t batch = 0, dim = 0, dstate = 0, ngroups = 1;
   bool delta_softplus = false;
-  // All contiguous. act: u, delta, z, y (B,D); B, C (B,G,N).
-  // acc: A (D,N), D, delta_bias (D), state (B,D,N). mask (B).
+  // act: u, delta, z, y (B,D); B, C (B,G,N). acc: A (D,N), D, delta_bias
+  // (D), state (B,D,N). mask (B). u, delta, z, B and C: each batch row
+  // contiguous, rows *_bs elements apart (a decode step's column ranges of
+  // a projection); the rest contiguous.
+  int64_t u_bs = 0, delta_bs = 0, z_bs = 0, B_bs = 0, C_bs = 0;
   const void* u = nullptr;
   const void* delta = nullptr;
   const void* z = nullptr;

@@ -181,5 +181,15 @@ TEST_CASE("CUDA decode steps match the CPU steps", "[kernels][cuda]") {
     CHECK(torch::equal(k::causal_conv1d_step(c3, cx, cw, {}, true),
                        k::causal_conv1d_step(c4, cx.contiguous(), cw, {}, true)));
     CHECK(torch::equal(c3, c4));
+    auto sel = torch::randn({b, 3 * 6 + 2 * n + 1}, torch::kCUDA);
+    auto su = sel.narrow(1, 1, 6), sd = sel.narrow(1, 7, 6), sz = sel.narrow(1, 13, 6);
+    auto sB = sel.narrow(1, 19, n), sC = sel.narrow(1, 19 + n, n);
+    k::SelectiveScanStepOptions q1 = ss, q2 = ss;
+    q1.z = sz, q2.z = sz.contiguous();
+    auto h1 = hs.cuda(), h2 = hs.cuda();
+    CHECK(torch::equal(k::selective_scan_step(h1, su, sd, A.cuda(), sB, sC, q1),
+                       k::selective_scan_step(h2, su.contiguous(), sd.contiguous(), A.cuda(), sB.contiguous(),
+                                              sC.contiguous(), q2)));
+    CHECK(torch::equal(h1, h2));
   }
 }

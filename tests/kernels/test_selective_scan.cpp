@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "helpers.h"
@@ -139,6 +140,36 @@ TEST_CASE("selective_scan_step run L times equals selective_scan", "[kernels]") 
       MAMBAMT_CHECK_CLOSE(torch::stack(ys, 2), full.y, tol, tol);
       MAMBAMT_CHECK_CLOSE(state, full.final_state, tol, tol);
     }
+  }
+}
+
+TEST_CASE("selective_scan_step reads rows in place: column ranges give the contiguous results", "[kernels]") {
+  // A Mamba-1 decode step passes z and B, C as column ranges of the in- and
+  // x-projections' (batch, width) outputs: each row contiguous, rows apart.
+  torch::manual_seed(25);
+  const int64_t b = 3, d = 6;
+  for (auto dtype : {torch::kDouble, torch::kFloat})
+  for (auto [n, g] : {std::pair<int64_t, int64_t>{3, 0}, {32, 0}, {32, 2}}) {
+    CAPTURE(dtype, n, g);
+    const int64_t groups = std::max<int64_t>(g, 1);
+    auto proj = torch::randn({b, 3 * d + 2 * groups * n + 5}, dtype);
+    int64_t at = 5;
+    auto take = [&](int64_t w) { auto t = proj.narrow(1, at, w); at += w; return t; };
+    auto z = take(d), u = take(d), delta = take(d);
+    auto B = g ? take(g * n).view({b, g, n}) : take(n), C = g ? take(g * n).view({b, g, n}) : take(n);
+    REQUIRE_FALSE(B.is_contiguous());
+    auto A = -torch::rand({d, n}, dtype), state = torch::randn({b, d, n}, dtype);
+    k::SelectiveScanStepOptions so;
+    so.D = torch::randn({d}, dtype), so.z = z, so.delta_bias = torch::randn({d}, dtype), so.delta_softplus = true;
+    so.mask = torch::tensor({true, true, false});
+    auto s1 = state.clone(), s2 = state.clone();
+    auto y1 = k::selective_scan_step(s1, u, delta, A, B, C, so);
+    k::SelectiveScanStepOptions sc = so;
+    sc.z = z.contiguous();
+    auto y2 = k::selective_scan_step(s2, u.contiguous(), delta.contiguous(), A, B.contiguous(), C.contiguous(), sc);
+    CHECK(torch::equal(y1, y2));
+    CHECK(torch::equal(s1, s2));
+    CHECK_FALSE(torch::equal(s1, state));
   }
 }
 
