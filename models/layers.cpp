@@ -65,6 +65,26 @@ std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& positio
   return {torch::cos(ang).to(dtype), torch::sin(ang).to(dtype)};
 }
 
+namespace {
+
+// The rotary tables of `positions` (any shape) for head dim dh, viewed as
+// `shape`: computed by the first attention layer of a pass or step and kept in
+// its info for the other layers.
+template <typename Info>
+void shared_rope(const Info& info, const torch::Tensor& positions, int64_t dh, double base, torch::ScalarType dtype,
+                 at::IntArrayRef shape) {
+  if (info.rope_dim == dh && info.rope_base == base && info.rope_cos.defined() &&
+      info.rope_cos.scalar_type() == dtype)
+    return;
+  auto t = rope_tables(positions, dh, base, dtype);
+  info.rope_cos = t.first.view(shape);
+  info.rope_sin = t.second.view(shape);
+  info.rope_dim = dh;
+  info.rope_base = base;
+}
+
+}  // namespace
+
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
@@ -121,14 +141,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const SeqInfo& info
   const int64_t b = x.size(0), l = x.size(1), h = options.n_heads(), dh = head_dim();
   torch::Tensor qkv_ = qkv(x).view({b, l, 3, h, dh}).permute({2, 0, 3, 1, 4});  // (3,B,H,L,Dh)
   torch::Tensor q = qkv_[0], k = qkv_[1], v = qkv_[2];
-  if (info.rope_dim != dh || info.rope_base != options.rope_base() || !info.rope_cos.defined() ||
-      info.rope_cos.scalar_type() != x.scalar_type()) {
-    auto t = rope_tables(info.positions, dh, options.rope_base(), x.scalar_type());
-    info.rope_cos = t.first.unsqueeze(1);  // (B,1,L,Dh/2)
-    info.rope_sin = t.second.unsqueeze(1);
-    info.rope_dim = dh;
-    info.rope_base = options.rope_base();
-  }
+  shared_rope(info, info.positions, dh, options.rope_base(), x.scalar_type(), {b, 1, l, dh / 2});
   q = apply_rope(q, info.rope_cos, info.rope_sin);
   k = apply_rope(k, info.rope_cos, info.rope_sin);
 
@@ -206,11 +219,10 @@ void AttentionImpl::append(KvCache& c, const torch::Tensor& k, const torch::Tens
 torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, LayerState& state) {
   const int64_t b = x.size(0), h = options.n_heads(), dh = head_dim();
   torch::Tensor qkv_ = detail::linear(x, qkv).view({b, 3, h, 1, dh});
-  torch::Tensor q = qkv_.select(1, 0), k = qkv_.select(1, 1), v = qkv_.select(1, 2);  // (B,H,1,Dh)
-  auto t = rope_tables(info.position, dh, options.rope_base(), x.scalar_type());
-  torch::Tensor cos = t.first.view({b, 1, 1, dh / 2}), sin = t.second.view({b, 1, 1, dh / 2});
-  q = apply_rope(q, cos, sin);
-  k = apply_rope(k, cos, sin);
+  shared_rope(info, info.position, dh, options.rope_base(), x.scalar_type(), {b, 1, 1, 1, dh / 2});
+  // q and k rotated together, (B,2,H,1,Dh).
+  torch::Tensor qk = apply_rope(qkv_.narrow(1, 0, 2), info.rope_cos, info.rope_sin);
+  torch::Tensor q = qk.select(1, 0), k = qk.select(1, 1), v = qkv_.select(1, 2);  // (B,H,1,Dh)
   KvCache& c = state.self;
   append(c, k, v, torch::ones({b, 1}, torch::TensorOptions().dtype(torch::kBool).device(x.device())));
   const int64_t n = c.filled();

@@ -42,6 +42,11 @@ struct SeqInfo {
 // One token per row (incremental decoding).
 struct StepInfo {
   torch::Tensor position;  // (B) int64: position of this token in its own sequence
+
+  // Rotary tables (B,1,1,1,Dh/2) shared by the attention layers of one step.
+  mutable torch::Tensor rope_cos{}, rope_sin{};
+  mutable int64_t rope_dim = 0;
+  mutable double rope_base = 0;
 };
 
 class MixerImpl : public torch::nn::Module {
