@@ -213,10 +213,8 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
       position[static_cast<size_t>(s)] = t - plen[static_cast<size_t>(active[static_cast<size_t>(s / k)])];
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);  // (A*k, V)
     const int64_t v = lp.size(1);
-    torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(dev).view({a * k, 1});
-    torch::Tensor cand = (lp.to(torch::kDouble) + sc).view({a, k * v});
-    auto top = cand.topk(std::min<int64_t>(2 * k, k * v), 1);
-    torch::Tensor top_sc = std::get<0>(top).to(torch::kCPU), top_ix = std::get<1>(top).to(torch::kCPU);
+    // The 2k best continuations of each source (CPU tensors, float64 sums).
+    auto [top_sc, top_ix] = detail::beam_topk(lp, scores, k, std::min<int64_t>(2 * k, k * v));
     auto sca = top_sc.accessor<double, 2>();
     auto ixa = top_ix.accessor<int64_t, 2>();
 

@@ -16,6 +16,19 @@
 #include "kernels/cpu/simd.h"
 
 namespace mambamt::models::detail {
+namespace {
+
+// beam_topk with LibTorch's ops.
+std::tuple<torch::Tensor, torch::Tensor> beam_topk_torch(const torch::Tensor& lp, const std::vector<double>& scores,
+                                                         int64_t k, int64_t n) {
+  const int64_t a = lp.size(0) / k, v = lp.size(1);
+  torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(lp.device()).view({a * k, 1});
+  auto top = (lp.to(torch::kDouble) + sc).reshape({a, k * v}).topk(n, 1);
+  return {std::get<0>(top).to(torch::kCPU), std::get<1>(top).to(torch::kCPU)};
+}
+
+}  // namespace
+
 #ifdef MAMBAMT_DECODE_X86
 namespace {
 
@@ -362,6 +375,45 @@ __attribute__((target("avx512f"))) void log_softmax_row(const float* x, float* o
   if (tail) _mm512_mask_storeu_ps(out + full, tail, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + full), lse));
 }
 
+// The m largest of x[0, n) (m <= n) with their indices, largest first (the
+// lower index first among equal values), into val and idx; false if x holds
+// a NaN (then val and idx are not usable).
+__attribute__((target("avx512f"))) bool row_top(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
+  int64_t filled = 0;
+  // Insert (v, j) into the sorted list, dropping its last entry once full.
+  auto insert = [&](float v, int64_t j) {
+    int64_t pos = std::min(filled, m - 1);
+    if (filled == m && !(v > val[m - 1])) return;
+    while (pos > 0 && v > val[pos - 1]) {
+      val[pos] = val[pos - 1], idx[pos] = idx[pos - 1];
+      --pos;
+    }
+    val[pos] = v, idx[pos] = j;
+    filled = std::min(filled + 1, m);
+  };
+  __mmask16 unordered = 0;
+  int64_t j = 0;
+  for (; j < n && filled < m; ++j) {
+    if (std::isnan(x[j])) return false;
+    insert(x[j], j);
+  }
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    unordered |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    __mmask16 above = _mm512_cmp_ps_mask(v, _mm512_set1_ps(val[m - 1]), _CMP_GT_OQ);
+    while (above) {
+      const int bit = __builtin_ctz(above);
+      insert(x[j + bit], j + bit);
+      above &= static_cast<__mmask16>(above - 1);
+    }
+  }
+  for (; j < n; ++j) {
+    if (std::isnan(x[j])) return false;
+    insert(x[j], j);
+  }
+  return unordered == 0;
+}
+
 // Whether the row-wise selection runs its own loops on x.
 bool rows_fast(const torch::Tensor& x) {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
@@ -471,6 +523,46 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) {
   return {values, indices};
 }
 
+std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
+                                                   int64_t k, int64_t n) {
+  TORCH_INTERNAL_ASSERT(lp.dim() == 2 && k >= 1 && lp.size(0) % k == 0 &&
+                        static_cast<int64_t>(scores.size()) == lp.size(0) && n >= 1 && n <= k * lp.size(1));
+  if (!rows_fast(lp)) return beam_topk_torch(lp, scores, k, n);
+  torch::NoGradGuard no_grad;
+  const int64_t rows = lp.size(0), a = rows / k, v = lp.size(1), m = std::min(n, v);
+  // The m best tokens of every row.
+  std::vector<float> row_val(static_cast<size_t>(rows * m));
+  std::vector<int64_t> row_idx(static_cast<size_t>(rows * m));
+  const float* lpp = lp.data_ptr<float>();
+  std::atomic<bool> nan{false};
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      if (!row_top(lpp + r * v, v, m, row_val.data() + r * m, row_idx.data() + r * m)) nan = true;
+  });
+  if (nan) return beam_topk_torch(lp, scores, k, n);
+  // Per source: the n best of its k * m candidates, in float64 as the sums.
+  torch::Tensor top_sc = torch::empty({a, n}, torch::kDouble), top_ix = torch::empty({a, n}, torch::kLong);
+  auto sca = top_sc.accessor<double, 2>();
+  auto ixa = top_ix.accessor<int64_t, 2>();
+  std::vector<std::pair<double, int64_t>> cand(static_cast<size_t>(k * m));
+  for (int64_t s = 0; s < a; ++s) {
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t c = 0; c < m; ++c) {
+        const size_t e = static_cast<size_t>((s * k + j) * m + c);
+        cand[static_cast<size_t>(j * m + c)] = {scores[static_cast<size_t>(s * k + j)] + row_val[e],
+                                                j * v + row_idx[e]};
+      }
+    std::partial_sort(cand.begin(), cand.begin() + n, cand.end(), [](const auto& x, const auto& y) {
+      return x.first > y.first || (x.first == y.first && x.second < y.second);
+    });
+    for (int64_t c = 0; c < n; ++c) {
+      sca[s][c] = cand[static_cast<size_t>(c)].first;
+      ixa[s][c] = cand[static_cast<size_t>(c)].second;
+    }
+  }
+  return {top_sc, top_ix};
+}
+
 #else  // not x86: the callers keep the LibTorch ops
 
 bool attend_cached_available() { return false; }
@@ -484,6 +576,10 @@ torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
 }
 torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
 std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }
+std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
+                                                   int64_t k, int64_t n) {
+  return beam_topk_torch(lp, scores, k, n);
+}
 
 #endif
 }  // namespace mambamt::models::detail

@@ -203,6 +203,40 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     CHECK(torch::allclose(models::detail::log_softmax_rows(wide), torch::log_softmax(wide, 1)));
     CHECK(torch::equal(std::get<1>(models::detail::max_rows(wide)), std::get<1>(wide.max(1))));
   }
+  SECTION("beam search's candidates") {
+    // As (lp.double() + scores).view({A, k*V}).topk(n, 1): the same sums in
+    // the same order, each index pointing at its sum, no index twice.
+    auto check = [](const torch::Tensor& lp, const std::vector<double>& scores, int64_t k, int64_t n) {
+      const int64_t a = lp.size(0) / k, v = lp.size(1);
+      torch::Tensor sums =
+          (lp.to(torch::kDouble) + torch::tensor(scores, torch::kDouble).view({a * k, 1})).reshape({a, k * v});
+      auto [want, unused] = sums.topk(n, 1);
+      auto [got, got_ix] = models::detail::beam_topk(lp, scores, k, n);
+      CHECK(torch::equal(got, want));
+      CHECK(torch::equal(sums.gather(1, got_ix), got));
+      for (int64_t s = 0; s < a; ++s) CHECK(std::get<0>(torch::_unique(got_ix[s])).size(0) == n);
+    };
+    for (int64_t k : {1, 3, 5})
+      for (int64_t v : {2, 7, 33, 32000}) {
+        const int64_t a = 4, n = std::min(2 * k, k * v);
+        INFO("beam " << k << ", vocabulary " << v);
+        torch::Tensor lp = torch::log_softmax(torch::randn({a * k, v}) * 3, 1);
+        lp[1][v - 1] = -std::numeric_limits<float>::infinity();  // a banned eos
+        lp[2].fill_(lp[2][0].item<float>());                       // a row of ties
+        std::vector<double> scores(static_cast<size_t>(a * k));
+        for (auto& x : scores) x = -torch::rand({1}).item<double>() * 10;
+        scores[0] = 0.0;
+        if (k > 1) scores[1] = -std::numeric_limits<double>::infinity();  // a dead beam
+        check(lp, scores, k, n);
+      }
+    // A row holding NaN, and another layout, take LibTorch's ops.
+    torch::Tensor lp = torch::randn({6, 40});
+    lp[4][9] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<double> scores(6, 0.0);
+    auto [nan_sc, nan_ix] = models::detail::beam_topk(lp, scores, 3, 6);
+    CHECK(torch::equal(nan_ix, std::get<1>(lp.to(torch::kDouble).view({2, 120}).topk(6, 1))));
+    check(torch::randn({40, 6}).t(), scores, 3, 6);
+  }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
     // Every row count of a greedy batch (passes of 8 rows and the rest) and
