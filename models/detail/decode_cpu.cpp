@@ -7,11 +7,13 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cpu/simd.h"
 
@@ -217,67 +219,61 @@ const AttendPasses* attend_passes_512(int64_t dh) {
 
 // W is read as panels of kPanel rows, packed once per weight (packed_weight
 // below): panel p holds W[p * kPanel + c][j] at [p][j][c], rows past N zero.
-// A panel streams in order, and each of its columns is three vectors of
+// A panel streams in order, and each of its columns is one vector of
 // outputs, so the kernel broadcasts the batch (one value per row and column)
-// against W's vectors. Broadcasting W against the batch instead (one W value
-// against the 16 rows of a vector) needs a load per multiply-add and ran at
-// 4.4-4.8 GB/s from the L2 cache on one core, this at 10-15 GB/s.
-constexpr int64_t kPanel = 48;
+// against W's vectors, 16 rows in one pass over the panel. Broadcasting W
+// against the batch instead (one W value against the 16 rows of a vector)
+// needs a load per multiply-add and ran at 4.4-4.8 GB/s from the L2 cache on
+// one core. Panels of 48 rows with passes of 8 rows (3 x 8 accumulators, a
+// second pass reading the panel from L2) did fewer loads per multiply-add,
+// but the pass that streamed the panel from memory did not overlap the
+// other: 21 GB/s on 2 threads over a pure-Mamba step's weights against 26
+// GB/s for this (bench/README.md, decode).
+constexpr int64_t kPanel = 16;
+
+// Columns ahead of the one being read that the first pass over a panel asks
+// the memory for (6 KB; 16 columns, 1 KB, left it 20% slower).
+constexpr int64_t kPrefetchColumns = 96;
 
 // Rows [0, R) of x (R, kd) times one panel -> y's columns [n0, n0 + cols):
-// R x 3 accumulators. `prefetch`: the first pass over a panel requests the
-// lines 16 columns ahead (the next pass reads the panel from L2).
+// R accumulators. `prefetch`: the first pass over a panel requests the line
+// kPrefetchColumns ahead (into the next panel near the end; a prefetch past
+// the packed copy is a hint that is dropped, never a fault). Later passes
+// read the panel (kd x 64 bytes) from L1 or L2.
 template <int R>
 __attribute__((target("avx512f"))) void panel_rows(const float* pw, const float* x, float* y, int64_t kd, int64_t n,
                                                    int64_t n0, int64_t cols, bool prefetch) {
-  __m512 acc[R][3];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = acc[r][2] = _mm512_setzero_ps();
+  __m512 acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t j = 0; j < kd; ++j) {
     const float* col = pw + j * kPanel;
-    if (prefetch) {
-      const char* ahead = reinterpret_cast<const char*>(col + 16 * kPanel);
-      _mm_prefetch(ahead, _MM_HINT_T0);
-      _mm_prefetch(ahead + 64, _MM_HINT_T0);
-      _mm_prefetch(ahead + 128, _MM_HINT_T0);
-    }
-    const __m512 w0 = _mm512_loadu_ps(col), w1 = _mm512_loadu_ps(col + 16), w2 = _mm512_loadu_ps(col + 32);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512 xb = _mm512_set1_ps(x[r * kd + j]);
-      acc[r][0] = _mm512_fmadd_ps(w0, xb, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(w1, xb, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(w2, xb, acc[r][2]);
-    }
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(col + kPrefetchColumns * kPanel), _MM_HINT_T0);
+    const __m512 w = _mm512_loadu_ps(col);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[r * kd + j]), acc[r]);
   }
-  for (int r = 0; r < R; ++r)
-    for (int64_t c = 0; c < 3 && 16 * c < cols; ++c) {
-      const int64_t k = std::min<int64_t>(16, cols - 16 * c);
-      _mm512_mask_storeu_ps(y + r * n + n0 + 16 * c, static_cast<__mmask16>((1u << k) - 1), acc[r][c]);
-    }
+  const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(y + r * n + n0, mask, acc[r]);
 }
 
-// Panels [p0, p1) for all b rows of x (b, kd), 8 rows per pass.
+using PanelRowsFn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, bool);
+
+template <size_t... I>
+constexpr std::array<PanelRowsFn, sizeof...(I)> panel_rows_table(std::index_sequence<I...>) {
+  return {panel_rows<static_cast<int>(I) + 1>...};
+}
+
+// Panels [p0, p1) for all b rows of x (b, kd), 16 rows per pass.
 __attribute__((target("avx512f"))) void linear_panels(const float* pw, const float* x, float* y, int64_t b, int64_t n,
                                                       int64_t kd, int64_t p0, int64_t p1) {
+  static constexpr auto rows = panel_rows_table(std::make_index_sequence<16>());
   for (int64_t p = p0; p < p1; ++p) {
     const float* panel = pw + p * kd * kPanel;
     const int64_t n0 = p * kPanel, cols = std::min(kPanel, n - n0);
-    for (int64_t r0 = 0; r0 < b; r0 += 8) {
-      const float* xr = x + r0 * kd;
-      float* yr = y + r0 * n;
-      const bool first = r0 == 0;
-      switch (std::min<int64_t>(8, b - r0)) {
-        case 8: panel_rows<8>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 7: panel_rows<7>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 6: panel_rows<6>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 5: panel_rows<5>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 4: panel_rows<4>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 3: panel_rows<3>(panel, xr, yr, kd, n, n0, cols, first); break;
-        case 2: panel_rows<2>(panel, xr, yr, kd, n, n0, cols, first); break;
-        default: panel_rows<1>(panel, xr, yr, kd, n, n0, cols, first); break;
-      }
-    }
+    for (int64_t r0 = 0; r0 < b; r0 += 16)
+      rows[std::min<int64_t>(16, b - r0) - 1](panel, x + r0 * kd, y + r0 * n, kd, n, n0, cols, r0 == 0);
   }
 }
 
@@ -478,9 +474,9 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   torch::Tensor y = torch::empty({b, n}, x.options());
   const float *wp = panels.data_ptr<float>(), *xp = xc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  // At least 2 panels (96 rows) per task: every matrix of the decode step is
+  // At least 6 panels (96 rows) per task: every matrix of the decode step is
   // split over 2 threads.
-  at::parallel_for(0, panels.size(0), 2, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, panels.size(0), 6, [&](int64_t begin, int64_t end) {
     linear_panels(wp, xp, yp, b, n, kd, begin, end);
   });
   return y;

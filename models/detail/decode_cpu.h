@@ -35,7 +35,7 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
 
 // x (B,K) float32 with 2 <= B <= 64, w (N,K) contiguous float32 (not an
 // inference tensor: it has no version counter) -> (B,N) = x w^T, reading w
-// once. The first call for a weight packs a copy of it in panels of 48 rows
+// once. The first call for a weight packs a copy of it in panels of 16 rows
 // (as many bytes again as w) and keeps it while w lives (the copy of a weight
 // that is gone is freed at the next packing); a weight whose storage or
 // version counter changed (an in-place update) is packed again. Meant for

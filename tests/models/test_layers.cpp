@@ -239,15 +239,17 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
-    // Every row count of a greedy batch (passes of 8 rows and the rest) and
-    // some of beam search's batch x beam, outputs within one panel of 48,
-    // filling it, and over several with a partial last one.
-    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 40, 63, 64})
-      for (int64_t n : {1, 13, 48, 64, 100}) {
-        torch::Tensor x = torch::randn({b, 35}), w = torch::randn({n, 35});
-        INFO("rows " << b << ", outputs " << n);
-        CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
-      }
+    // Every row count of a greedy batch (one pass of up to 16 rows) and some
+    // of beam search's batch x beam (passes of 16 and the rest), outputs
+    // within one panel of 16, filling it, and over several with a partial
+    // last one; inputs shorter and longer than the prefetch distance.
+    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 40, 63, 64})
+      for (int64_t n : {1, 13, 16, 48, 100})
+        for (int64_t kd : {35, 200}) {
+          torch::Tensor x = torch::randn({b, kd}), w = torch::randn({n, kd});
+          INFO("rows " << b << ", outputs " << n << ", inputs " << kd);
+          CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+        }
     // Enough panels for several tasks, on 2 threads.
     const int saved = torch::get_num_threads();
     torch::set_num_threads(2);
