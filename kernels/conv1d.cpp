@@ -147,7 +147,7 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& state, const torch::Tensor
 #endif
   });
   if (convert) state.copy_(st);
-  return y.to(x.scalar_type());
+  return detail::as_type(y, x.scalar_type());
 }
 
 }  // namespace mambamt::kernels

@@ -218,7 +218,7 @@ torch::Tensor selective_scan_step(const torch::Tensor& state, const torch::Tenso
     cuda::selective_scan_step(p);
 #endif
   });
-  return y.to(u.scalar_type());
+  return detail::as_type(y, u.scalar_type());
 }
 
 }  // namespace mambamt::kernels

@@ -241,7 +241,7 @@ torch::Tensor ssd_step(const torch::Tensor& state, const torch::Tensor& x, const
     cuda::ssd_step(p);
 #endif
   });
-  return y.to(x.scalar_type());
+  return detail::as_type(y, x.scalar_type());
 }
 
 }  // namespace mambamt::kernels

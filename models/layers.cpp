@@ -30,12 +30,7 @@ torch::Tensor rms_norm_fused(const torch::Tensor& x, const torch::Tensor& weight
   float* o = out.data_ptr<float>();
   at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* xi = in + r * dim;
-      float* oi = o + r * dim;
-      float ss = 0.f;
-      for (int64_t j = 0; j < dim; ++j) ss += xi[j] * xi[j];
-      const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + static_cast<float>(eps));
-      for (int64_t j = 0; j < dim; ++j) oi[j] = xi[j] * scale * w[j];
+      detail::rms_norm_row(in + r * dim, w, o + r * dim, dim, static_cast<float>(eps));
     }
   });
   return out;

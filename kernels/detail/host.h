@@ -20,12 +20,19 @@ inline DType to_dtype(torch::ScalarType s) {
   }
 }
 
+// t in type `type`. Tensor::to returns t itself when the type matches, but
+// through the dispatcher: a decode step makes a dozen such calls per Mamba
+// layer, so the check comes first.
+inline torch::Tensor as_type(const torch::Tensor& t, torch::ScalarType type) {
+  return t.scalar_type() == type ? t : t.to(type);
+}
+
 // An activation as the kernel reads it: on CPU converted to the accumulation
 // type (the CPU kernels compute in float or double), the last dimension
 // contiguous. Undefined stays undefined.
 inline torch::Tensor act(const torch::Tensor& t, torch::ScalarType acc) {
   if (!t.defined()) return t;
-  torch::Tensor r = t.is_cpu() ? t.to(acc) : t;
+  torch::Tensor r = t.is_cpu() ? as_type(t, acc) : t;
   return r.stride(-1) == 1 ? r : r.contiguous();
 }
 
@@ -46,7 +53,7 @@ inline bool rows_contiguous(const torch::Tensor& t) {
 // made for them. Undefined stays undefined.
 inline torch::Tensor row_input(const torch::Tensor& t, torch::ScalarType type) {
   if (!t.defined()) return t;
-  torch::Tensor r = t.to(type);
+  torch::Tensor r = as_type(t, type);
   return rows_contiguous(r) ? r : r.contiguous();
 }
 
@@ -55,7 +62,7 @@ inline int64_t row_stride(const torch::Tensor& t) { return t.defined() && t.dim(
 
 // A parameter or state in the accumulation type, contiguous.
 inline torch::Tensor accum(const torch::Tensor& t, torch::ScalarType acc) {
-  return t.defined() ? t.to(acc).contiguous() : t;
+  return t.defined() ? as_type(t, acc).contiguous() : t;
 }
 
 // A mask as contiguous uint8 (nonzero = real position).

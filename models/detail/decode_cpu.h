@@ -26,6 +26,11 @@ bool attend_cached_available();
 // Whether this CPU runs small_batch_linear (AVX-512F).
 bool small_batch_linear_available();
 
+// One row of RMSNorm in float32: out = x / sqrt(mean(x^2) + eps) * w, the sum
+// of squares in partial sums of 16 lanes where the CPU has AVX-512F (a
+// scalar loop otherwise).
+void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps);
+
 // One query per (row, head) over the first n columns of a KV cache:
 //   q (B,H,Dh), k, v (B,H,cap,Dh) contiguous float32, valid (B,cap) bool
 //   -> (B,H,Dh) = softmax(q k^T / sqrt(Dh), invalid columns masked) v

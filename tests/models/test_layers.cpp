@@ -237,6 +237,21 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     CHECK(torch::equal(nan_ix, std::get<1>(lp.to(torch::kDouble).view({2, 120}).topk(6, 1))));
     check(torch::randn({40, 6}).t(), scores, 3, 6);
   }
+  SECTION("RMSNorm") {
+    // The inference path (no gradients, float32 on CPU) against the LibTorch
+    // expression: widths below one vector, with a tail, and over the blocks
+    // of 4 vectors.
+    for (int64_t dim : {1, 5, 16, 44, 64, 100, 352, 384, 768}) {
+      RMSNorm n{RMSNormOptions(dim)};
+      torch::NoGradGuard no_grad;
+      n->weight.uniform_(0.5, 1.5);
+      torch::Tensor x = torch::randn({3, 7, dim});
+      torch::Tensor fast = n->forward(x);
+      torch::Tensor ref = x * torch::rsqrt(x.pow(2).mean(-1, true) + n->options.eps()) * n->weight;
+      INFO("dim " << dim);
+      CHECK(rel_err(fast, ref) <= 1e-6);
+    }
+  }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
     // Every row count of a greedy batch (one pass of up to 16 rows) and some
