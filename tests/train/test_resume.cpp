@@ -111,17 +111,24 @@ TEST_CASE("resume is exact after SIGKILL of `mambamt train` at a random moment",
       {"train.max_steps", "30"}, {"train.checkpoint_every", "3"}, {"train.validate_every", "10"}};
   const std::string cfg = train_test::write_config(tmp.dir(), "kill", over);
   const std::string straight = tmp.path("straight"), killed = tmp.path("killed");
+  int straight_ms = 0;
   {
+    const auto t0 = std::chrono::steady_clock::now();
     pid_t pid = spawn_train(cfg, straight, tmp.path("straight.log"));
     REQUIRE(wait_exit(pid) == 0);
+    straight_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
   }
   std::mt19937 rng(std::random_device{}());
   int kills = 0;
   for (int attempt = 0; attempt < 20; ++attempt) {
     pid_t pid = spawn_train(cfg, killed, tmp.path("killed.log"));
-    // Kill it at a random moment after it has made some progress.
+    // Kill it at a random moment within the time a whole run took (a fixed
+    // range of moments outlasted the whole run on a fast machine, and no
+    // kill happened).
     const auto t0 = std::chrono::steady_clock::now();
-    const int wait_ms = std::uniform_int_distribution<int>(300, 4000)(rng);
+    const int wait_ms = std::uniform_int_distribution<int>(straight_ms / 10, straight_ms * 9 / 10)(rng);
+    INFO("a whole run took " << straight_ms << " ms; kill after " << wait_ms << " ms");
     bool exited = false;
     int code = 0;
     while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(wait_ms)) {
