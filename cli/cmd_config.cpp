@@ -2,6 +2,7 @@
 #include <mpi.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -18,6 +19,10 @@ std::string version_text() {
   out << "LibTorch " << TORCH_VERSION << ", CUDA " << (core::torch_has_cuda() ? "built in" : "not built in");
   int gpus = core::cuda_device_count();
   out << ", " << gpus << " GPU" << (gpus == 1 ? "" : "s") << " visible\n";
+  const std::string blas = core::blas_core();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  out << "BLAS: " << (blas.empty() ? "not OpenBLAS" : "OpenBLAS, " + blas + " kernels")
+      << (forced && !blas.empty() ? std::string(" (OPENBLAS_CORETYPE=") + forced + ")" : "") << "\n";
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0;
   // One of the few MPI calls allowed before MPI_Init.

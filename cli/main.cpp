@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -26,7 +27,7 @@ std::string overview() {
   out +=
       "\nglobal options:\n"
       "  --log-level LEVEL   trace, debug, info (default), warn, error, critical, off\n"
-      "  --version           version, git revision, LibTorch, CUDA and MPI\n"
+      "  --version           version, git revision, LibTorch, CUDA, BLAS kernels and MPI\n"
       "  --help, -h          this help; `mambamt COMMAND --help` for a command\n";
   return out;
 }
@@ -66,6 +67,7 @@ std::string group_usage(const std::string& first) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  core::ensure_blas_kernels(argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   const cli::Command* cmd = nullptr;
   try {

@@ -1,5 +1,6 @@
 #include "core/device.h"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,6 +12,32 @@
 #include "mambamt_version.h"
 
 namespace mambamt::core {
+
+std::string blas_core() {
+  // Looked up at run time: the symbol exists only in OpenBLAS.
+  using CoreName = char* (*)();
+  auto fn = reinterpret_cast<CoreName>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* name = fn ? fn() : nullptr;
+  return name ? name : "";
+}
+
+void ensure_blas_kernels(char** argv) {
+#if defined(__x86_64__)
+  if (std::getenv("OPENBLAS_CORETYPE") || blas_core() != "Prescott") return;
+  const char* core = nullptr;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    core = "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    core = "Haswell";
+  if (!core) return;
+  ::setenv("OPENBLAS_CORETYPE", core, 1);
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("OPENBLAS_CORETYPE");  // the exec failed: go on as before
+#else
+  (void)argv;
+#endif
+}
 
 bool torch_has_cuda() {
 #ifdef MAMBAMT_WITH_CUDA
@@ -85,6 +112,7 @@ std::map<std::string, std::string> system_info(const torch::Device& device) {
   info["threads"] = std::to_string(torch::get_num_threads());
   info["torch"] = TORCH_VERSION;
   info["torch_cuda"] = torch_has_cuda() ? "yes" : "no";
+  info["blas"] = blas_core().empty() ? "not OpenBLAS" : "OpenBLAS " + blas_core();
   info["gpus"] = std::to_string(cuda_device_count());
   info["device"] = device.str();
   info["mambamt_version"] = MAMBAMT_VERSION;

@@ -89,3 +89,22 @@ TEST_CASE("select_device: cpu is always there, and cuda without a GPU is an erro
   }
   CHECK_THROWS_AS(core::select_device("tpu"), InputError);
 }
+
+TEST_CASE("OpenBLAS runs kernels for this CPU and not its generic ones", "[core]") {
+  // The test executables' main calls ensure_blas_kernels, as mambamt's does.
+  const std::string blas = core::blas_core();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  INFO("BLAS: " << (blas.empty() ? "not OpenBLAS" : blas) << ", OPENBLAS_CORETYPE " << (forced ? forced : "unset"));
+#if defined(__x86_64__)
+  const bool chosen_by_user = forced && std::string(forced) == "Prescott";
+  if (!blas.empty() && !chosen_by_user && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CHECK(blas != "Prescott");
+#endif
+  // Whichever kernels run, products are right: a float32 matrix product
+  // against the same product in float64.
+  torch::manual_seed(5);
+  torch::Tensor a = torch::randn({67, 129}), b = torch::randn({129, 45});
+  torch::Tensor ref = torch::mm(a.to(torch::kDouble), b.to(torch::kDouble));
+  const double err = ((torch::mm(a, b).to(torch::kDouble) - ref).abs().max() / ref.abs().max()).item<double>();
+  CHECK(err < 1e-5);
+}
