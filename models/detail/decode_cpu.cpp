@@ -509,7 +509,7 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
 
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w) {
   TORCH_INTERNAL_ASSERT(small_batch_linear_available() && w.is_contiguous() && !w.is_inference() && x.dim() == 2 &&
-                        x.size(0) >= 2 && x.size(0) <= 64 && x.scalar_type() == torch::kFloat &&
+                        x.size(0) >= 2 && x.size(0) <= 256 && x.scalar_type() == torch::kFloat &&
                         w.scalar_type() == torch::kFloat);
   const int64_t b = x.size(0), kd = w.size(1), n = w.size(0);
   const torch::Tensor panels = packed_weight(w);

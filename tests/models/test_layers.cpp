@@ -258,7 +258,7 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     // of beam search's batch x beam (passes of 16 and the rest), outputs
     // within one panel of 16, filling it, and over several with a partial
     // last one; inputs shorter and longer than the prefetch distance.
-    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 40, 63, 64})
+    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 40, 63, 64, 80, 255, 256})
       for (int64_t n : {1, 13, 16, 48, 100})
         for (int64_t kd : {35, 200}) {
           torch::Tensor x = torch::randn({b, kd}), w = torch::randn({n, kd});
