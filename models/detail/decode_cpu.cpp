@@ -41,6 +41,12 @@ void rms_norm_row_scalar(const float* x, const float* w, float* out, int64_t dim
 #ifdef MAMBAMT_DECODE_X86
 namespace {
 
+// Whether this CPU has AVX-512F, which every *_512 loop below needs.
+bool has_avx512f() {
+  static const bool ok = __builtin_cpu_supports("avx512f");
+  return ok;
+}
+
 // ------------------------------------------------------------------ attention (AVX2 + FMA)
 
 __attribute__((target("avx2,fma"))) float dot(const float* a, const float* b, int64_t d) {
@@ -212,13 +218,12 @@ struct AttendPasses {
 
 // The AVX-512 passes for this head dim, or null (no AVX-512F, or dh > 128).
 const AttendPasses* attend_passes_512(int64_t dh) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const AttendPasses table[8] = {
       {score_heads_512<1>, value_heads_512<1>}, {score_heads_512<2>, value_heads_512<2>},
       {score_heads_512<3>, value_heads_512<3>}, {score_heads_512<4>, value_heads_512<4>},
       {score_heads_512<5>, value_heads_512<5>}, {score_heads_512<6>, value_heads_512<6>},
       {score_heads_512<7>, value_heads_512<7>}, {score_heads_512<8>, value_heads_512<8>}};
-  if (!avx512 || dh < 1 || dh > 128) return nullptr;
+  if (!has_avx512f() || dh < 1 || dh > 128) return nullptr;
   return &table[(dh + 15) / 16 - 1];
 }
 
@@ -450,8 +455,7 @@ __attribute__((target("avx512f"))) void rms_norm_row_512(const float* x, const f
 
 // Whether the row-wise selection runs its own loops on x.
 bool rows_fast(const torch::Tensor& x) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  return avx512 && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
+  return has_avx512f() && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
          x.size(1) > 0 && !(x.requires_grad() && torch::GradMode::is_enabled());
 }
 
@@ -464,14 +468,10 @@ bool attend_cached_available() {
   return ok;
 }
 
-bool small_batch_linear_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
+bool small_batch_linear_available() { return has_avx512f(); }
 
 void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  (avx512 ? rms_norm_row_512 : rms_norm_row_scalar)(x, w, out, dim, eps);
+  (has_avx512f() ? rms_norm_row_512 : rms_norm_row_scalar)(x, w, out, dim, eps);
 }
 
 torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -64,11 +64,14 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x);
 // largest of scores[s*k + j] + lp[s*k + j][t] over its k beams j and tokens
 // t, in descending order, as (A, n) float64 sums and (A, n) int64 flat
 // indices j * V + t: what (lp.double() + scores).view({A, k*V}).topk(n, 1)
-// gives (ties in either order), with n <= k*V. lp (A*k, V) float32. A
+// gives (topk orders ties either way; this puts the lower flat index first),
+// with n <= k*V. lp (A*k, V) float32. A
 // candidate must be among the n best of its own beam's row, so each row is
 // scanned once against a running threshold (AVX-512) and only k*n
-// candidates per source are sorted; LibTorch's 4.2 ms for 16 sources of
-// beam 5 over 32000 tokens (2 threads) was as long as the log-softmax.
+// candidates per source are sorted. For 16 sources of beam 5 over 32000
+// tokens on 2 threads the LibTorch expression took 14-26 ms on a loaded
+// development machine and 5.2-5.4 ms on a later one, this 0.4-0.7 and
+// 0.39-0.41 ms (bench/README.md, decode).
 // LibTorch's ops for other layouts, dtypes and devices, and for rows
 // holding NaN.
 std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
