@@ -112,7 +112,8 @@ std::map<std::string, std::string> system_info(const torch::Device& device) {
   info["threads"] = std::to_string(torch::get_num_threads());
   info["torch"] = TORCH_VERSION;
   info["torch_cuda"] = torch_has_cuda() ? "yes" : "no";
-  info["blas"] = blas_core().empty() ? "not OpenBLAS" : "OpenBLAS " + blas_core();
+  const std::string blas = blas_core();
+  info["blas"] = blas.empty() ? "not OpenBLAS" : "OpenBLAS " + blas;
   info["gpus"] = std::to_string(cuda_device_count());
   info["device"] = device.str();
   info["mambamt_version"] = MAMBAMT_VERSION;

@@ -100,6 +100,9 @@ TEST_CASE("OpenBLAS runs kernels for this CPU and not its generic ones", "[core]
   if (!blas.empty() && !chosen_by_user && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     CHECK(blas != "Prescott");
 #endif
+  // Stores record them.
+  CHECK(core::system_info(torch::Device(torch::kCPU)).at("blas") ==
+        (blas.empty() ? std::string("not OpenBLAS") : "OpenBLAS " + blas));
   // Whichever kernels run, products are right: a float32 matrix product
   // against the same product in float64.
   torch::manual_seed(5);
