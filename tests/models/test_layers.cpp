@@ -205,7 +205,8 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   }
   SECTION("beam search's candidates") {
     // As (lp.double() + scores).view({A, k*V}).topk(n, 1): the same sums in
-    // the same order, each index pointing at its sum, no index twice.
+    // the same order, each index pointing at its sum, no index twice, ties
+    // by index.
     auto check = [](const torch::Tensor& lp, const std::vector<double>& scores, int64_t k, int64_t n) {
       const int64_t a = lp.size(0) / k, v = lp.size(1);
       torch::Tensor sums =
@@ -215,6 +216,11 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       CHECK(torch::equal(got, want));
       CHECK(torch::equal(sums.gather(1, got_ix), got));
       for (int64_t s = 0; s < a; ++s) CHECK(std::get<0>(torch::_unique(got_ix[s])).size(0) == n);
+      // Among equal sums the lower flat index comes first.
+      for (int64_t s = 0; s < a; ++s)
+        for (int64_t c = 0; c + 1 < n; ++c)
+          if (got[s][c].item<double>() == got[s][c + 1].item<double>())
+            CHECK(got_ix[s][c].item<int64_t>() < got_ix[s][c + 1].item<int64_t>());
     };
     for (int64_t k : {1, 3, 5})
       for (int64_t v : {2, 7, 33, 32000}) {
