@@ -5,6 +5,7 @@
 #include "kernels/conv1d.h"
 #include "kernels/selective_scan.h"
 #include "kernels/ssd.h"
+#include "models/detail/decode_cpu.h"
 #include "models/detail/init.h"
 #include "models/detail/linear.h"
 
@@ -114,6 +115,20 @@ torch::Tensor SsdCoreImpl::step(const torch::Tensor& xBC, const torch::Tensor& d
   return norm(y.view({b, di}));
 }
 
+torch::Tensor SsdCoreImpl::step_fused(const torch::Tensor& zxbcdt, MambaState& state) {
+  if (torch::GradMode::is_enabled() || !detail::mamba2_step_available()) return {};
+  auto cpu_float = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat; };
+  if (!cpu_float(zxbcdt) || zxbcdt.dim() != 2 || zxbcdt.stride(1) != 1) return {};
+  for (const torch::Tensor* t : {&state.conv, &state.ssm, &conv_weight, &conv_bias, &A_log, &D, &dt_bias, &norm->weight})
+    if (!cpu_float(*t) || !t->is_contiguous()) return {};
+  detail::Mamba2StepWeights w;
+  w.conv_weight = conv_weight, w.conv_bias = conv_bias, w.A_log = A_log, w.D = D, w.dt_bias = dt_bias;
+  w.norm_weight = norm->weight;
+  w.eps = norm->options.eps();
+  w.ngroups = options.ngroups();
+  return detail::mamba2_step(zxbcdt, w, state.conv, state.ssm);
+}
+
 void SsdCoreImpl::init_state(MambaState& s, int64_t batch, const torch::TensorOptions& o) const {
   auto acc = o.dtype() == torch::kDouble ? torch::kDouble : torch::kFloat;
   s.conv = torch::zeros({batch, options.conv_dim_v2(), options.d_conv() - 1}, o);
@@ -217,6 +232,8 @@ torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerStat
   torch::Tensor p = detail::linear(x, in_proj);  // (B,width)
   torch::Tensor y;
   if (ssd) {
+    y = ssd->step_fused(p, state.mamba);
+    if (y.defined()) return detail::linear(y, out_proj);
     const int64_t c = options.conv_dim_v2();
     y = ssd->step(p.narrow(1, di, c), p.narrow(1, di + c, options.nheads()), p.narrow(1, 0, di), state.mamba);
   } else {

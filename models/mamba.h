@@ -61,6 +61,10 @@ class SsdCoreImpl : public torch::nn::Module {
   // One token: xBC (B,C), dt (B,H), z (B,Di) -> (B,Di), through the fused
   // kernel steps (causal_conv1d_step, ssd_step).
   torch::Tensor step(const torch::Tensor& xBC, const torch::Tensor& dt, const torch::Tensor& z, MambaState& state);
+  // The same step from the in-projection's output zxbcdt (B, Di + C + H), in
+  // one fused CPU pass (models/detail/decode_cpu.h, mamba2_step) for float32
+  // without gradients on a CPU with AVX-512F; an undefined tensor otherwise.
+  torch::Tensor step_fused(const torch::Tensor& zxbcdt, MambaState& state);
   void init_state(MambaState& state, int64_t batch, const torch::TensorOptions& options) const;
 
   MambaOptions options;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/simd.h"
 
@@ -453,6 +454,103 @@ __attribute__((target("avx512f"))) void rms_norm_row_512(const float* x, const f
                                         _mm512_maskz_loadu_ps(tail, w + full)));
 }
 
+// ------------------------------------------------------------------ Mamba-2 decode step (AVX-512F)
+
+// Pointers and sizes of one mamba2_step call (see the header).
+struct Mamba2Step {
+  const float *in, *conv_w, *conv_b, *A_log, *D, *dt_bias, *norm_w;
+  float *conv_state, *ssm_state, *out;
+  int64_t in_stride, di, channels, width, nheads, headdim, ngroups, dstate;
+  float eps;
+  void (*exp)(const float*, float*, int64_t);
+};
+
+// v[i] = v[i] * g[i] * sigmoid(g[i]) (v times SiLU(g)), or with kSiluOnly
+// v[i] * sigmoid(g[i]) (SiLU(v) where g is v), for i < n; e is scratch for n
+// floats.
+template <bool kSiluOnly>
+__attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float* e, int64_t n,
+                                                 void (*exp)(const float*, float*, int64_t)) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+  const int64_t full = n / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
+  for (int64_t j = 0; j < full; j += 16) _mm512_storeu_ps(e + j, _mm512_sub_ps(zero, _mm512_loadu_ps(g + j)));
+  if (tail) _mm512_mask_storeu_ps(e + full, tail, _mm512_sub_ps(zero, _mm512_maskz_loadu_ps(tail, g + full)));
+  exp(e, e, n);
+  for (int64_t j = 0; j <= full; j += 16) {
+    const __mmask16 m = j < full ? static_cast<__mmask16>(0xffff) : tail;
+    if (!m) break;
+    __m512 vv = _mm512_maskz_loadu_ps(m, v + j);
+    if (!kSiluOnly) vv = _mm512_mul_ps(vv, _mm512_maskz_loadu_ps(m, g + j));
+    _mm512_mask_storeu_ps(v + j, m, _mm512_div_ps(vv, _mm512_add_ps(one, _mm512_maskz_loadu_ps(m, e + j))));
+  }
+}
+
+// One row of the step; u and y are scratch for channels and di floats, e for
+// max(channels, di).
+__attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int64_t b, float* u, float* y,
+                                                        float* e) {
+  const float* in = a.in + b * a.in_stride;
+  const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
+  // Causal conv of the new input against the last width-1 inputs (state,
+  // oldest first), which shift by one.
+  const int64_t w1 = a.width - 1;
+  float* cs = a.conv_state + b * a.channels * w1;
+  for (int64_t c = 0; c < a.channels; ++c) {
+    const float* w = a.conv_w + c * a.width;
+    float* s = cs + c * w1;
+    float acc = a.conv_b ? a.conv_b[c] : 0.0f;
+    for (int64_t k = 0; k < w1; ++k) acc += w[k] * s[k];
+    acc += w[w1] * xbc[c];
+    for (int64_t k = 0; k + 1 < w1; ++k) s[k] = s[k + 1];
+    s[w1 - 1] = xbc[c];
+    u[c] = acc;
+  }
+  mul_silu<true>(u, u, e, a.channels, a.exp);
+  // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
+  const int64_t H = a.nheads, P = a.headdim, N = a.dstate, hpg = H / a.ngroups;
+  const int64_t full = N / 16 * 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (N - full)) - 1);
+  for (int64_t h = 0; h < H; ++h) {
+    float dt = dt_in[h] + a.dt_bias[h];
+    if (dt <= 20.0f) dt = std::log1p(std::exp(dt));
+    const __m512 decay = _mm512_set1_ps(std::exp(-std::exp(a.A_log[h]) * dt));
+    const int64_t g = h / hpg;
+    const float *x = u + h * P, *Bv = u + a.di + g * N, *Cv = u + a.di + a.ngroups * N + g * N;
+    float* st = a.ssm_state + (b * H + h) * P * N;
+    for (int64_t p = 0; p < P; ++p) {
+      float* row = st + p * N;
+      const __m512 dx = _mm512_set1_ps(dt * x[p]);
+      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+      int64_t k = 0;
+      for (; k + 32 <= full; k += 32) {
+        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k)));
+        const __m512 s1 =
+            _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k + 16), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k + 16)));
+        _mm512_storeu_ps(row + k, s0);
+        _mm512_storeu_ps(row + k + 16, s1);
+        acc0 = _mm512_fmadd_ps(s0, _mm512_loadu_ps(Cv + k), acc0);
+        acc1 = _mm512_fmadd_ps(s1, _mm512_loadu_ps(Cv + k + 16), acc1);
+      }
+      for (; k < full; k += 16) {
+        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k)));
+        _mm512_storeu_ps(row + k, s0);
+        acc0 = _mm512_fmadd_ps(s0, _mm512_loadu_ps(Cv + k), acc0);
+      }
+      if (tail) {
+        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_maskz_loadu_ps(tail, row + full),
+                                          _mm512_mul_ps(dx, _mm512_maskz_loadu_ps(tail, Bv + full)));
+        _mm512_mask_storeu_ps(row + full, tail, s0);
+        acc1 = _mm512_fmadd_ps(s0, _mm512_maskz_loadu_ps(tail, Cv + full), acc1);
+      }
+      y[h * P + p] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + a.D[h] * x[p];
+    }
+  }
+  // Gate and norm: RMSNorm(y * silu(z)).
+  mul_silu<false>(y, z, e, a.di, a.exp);
+  rms_norm_row_512(y, a.norm_w, a.out + b * a.di, a.di, a.eps);
+}
+
 // Whether the row-wise selection runs its own loops on x.
 bool rows_fast(const torch::Tensor& x) {
   return has_avx512f() && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
@@ -523,6 +621,44 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
     linear_panels(wp, xp, yp, b, n, kd, begin, end);
   });
   return y;
+}
+
+bool mamba2_step_available() { return has_avx512f(); }
+
+torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& w, const torch::Tensor& conv_state,
+                          const torch::Tensor& ssm_state) {
+  const int64_t b = zxbcdt.size(0), c = w.conv_weight.size(0), width = w.conv_weight.size(1), h = w.A_log.size(0),
+                di = w.norm_weight.size(0);
+  TORCH_INTERNAL_ASSERT(mamba2_step_available() && zxbcdt.dim() == 2 && zxbcdt.stride(1) == 1 &&
+                        zxbcdt.size(1) == di + c + h && (c - di) % (2 * w.ngroups) == 0 && h % w.ngroups == 0 &&
+                        di % h == 0 && width >= 2);
+  for (const torch::Tensor* t : {&zxbcdt, &w.conv_weight, &w.conv_bias, &w.A_log, &w.D, &w.dt_bias, &w.norm_weight,
+                                 &conv_state, &ssm_state})
+    TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &zxbcdt || t->is_contiguous()));
+  TORCH_INTERNAL_ASSERT(conv_state.numel() == b * c * (width - 1) && ssm_state.numel() == b * (di / h) * h * ((c - di) / (2 * w.ngroups)));
+  Mamba2Step a;
+  a.in = zxbcdt.data_ptr<float>();
+  a.conv_w = w.conv_weight.data_ptr<float>();
+  a.conv_b = w.conv_bias.data_ptr<float>();
+  a.A_log = w.A_log.data_ptr<float>();
+  a.D = w.D.data_ptr<float>();
+  a.dt_bias = w.dt_bias.data_ptr<float>();
+  a.norm_w = w.norm_weight.data_ptr<float>();
+  a.conv_state = conv_state.data_ptr<float>();
+  a.ssm_state = ssm_state.data_ptr<float>();
+  torch::Tensor out = torch::empty({b, di}, zxbcdt.options());
+  a.out = out.data_ptr<float>();
+  a.in_stride = zxbcdt.stride(0);
+  a.di = di, a.channels = c, a.width = width, a.nheads = h, a.headdim = di / h, a.ngroups = w.ngroups;
+  a.dstate = (c - di) / (2 * w.ngroups);
+  a.eps = static_cast<float>(w.eps);
+  a.exp = kernels::cpu::float_kernels().exp;
+  at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(2 * c + 2 * di);
+    for (int64_t r = begin; r < end; ++r)
+      mamba2_step_row(a, r, scratch.data(), scratch.data() + c, scratch.data() + c + di);
+  });
+  return out;
 }
 
 torch::Tensor log_softmax_rows(const torch::Tensor& x) {
@@ -615,6 +751,10 @@ torch::Tensor attend_cached(const torch::Tensor&, const torch::Tensor&, const to
 }
 torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
   TORCH_CHECK(false, "small_batch_linear: x86 only");
+}
+bool mamba2_step_available() { return false; }
+torch::Tensor mamba2_step(const torch::Tensor&, const Mamba2StepWeights&, const torch::Tensor&, const torch::Tensor&) {
+  TORCH_INTERNAL_ASSERT(false, "mamba2_step needs AVX-512F");
 }
 torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
 std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }

@@ -49,6 +49,27 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
 // the long-lived weights of a model.
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
 
+// One decode step of a Mamba-2 mixer between its two projections, float32
+// on the CPU without gradients, in one pass over the rows (one parallel
+// region; AVX-512F: mamba2_step_available()). zxbcdt (B, di + C + H) is the
+// in-projection's output, columns [z (di), x (di), B (G N), C (G N), dt (H)]
+// with C = di + 2 G N channels, rows of unit stride; conv_state (B, C, W-1)
+// and ssm_state (B, H, P, N) (contiguous) advance in place by one position.
+// Returns (B, di) = RMSNorm(y * silu(z)), y the SSD output with the D skip:
+// what kernels::causal_conv1d_step (SiLU), kernels::ssd_step (softplus dt,
+// gate z) and RMSNorm give in turn, up to float rounding, without their
+// conversions, checks, intermediate tensors and three parallel regions.
+struct Mamba2StepWeights {
+  torch::Tensor conv_weight, conv_bias;  // (C, W), (C)
+  torch::Tensor A_log, D, dt_bias;       // (H)
+  torch::Tensor norm_weight;             // (di)
+  double eps = 1e-5;
+  int64_t ngroups = 1;
+};
+bool mamba2_step_available();
+torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& w, const torch::Tensor& conv_state,
+                          const torch::Tensor& ssm_state);
+
 // The per-step selection of search: row-wise log-softmax and row-wise max of
 // (R,V) logits. LibTorch 1.13's ops took 1.2 ms (log_softmax) and 0.34 ms
 // (max over dim 1) for 16 rows of 32000 on 2 threads, 8-10% of a decode step

@@ -258,6 +258,66 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       CHECK(rel_err(fast, ref) <= 1e-6);
     }
   }
+  SECTION("a Mamba-2 mixer's step in one pass") {
+    if (!models::detail::mamba2_step_available()) return;  // the step keeps the kernels' steps
+    // Against SsdCore::step (causal_conv1d_step, ssd_step, RMSNorm) over
+    // several steps from a random state: state sizes below one vector, with
+    // a masked tail, in blocks of 32 and one more of 16; groups; conv widths
+    // 2-4; dt below and above softplus's linear threshold.
+    struct Case { int64_t d_state, headdim, ngroups, d_conv, batch; };
+    for (const Case& k : std::vector<Case>{{8, 16, 1, 4, 3}, {24, 16, 2, 3, 5}, {48, 32, 1, 2, 1},
+                                           {64, 64, 1, 4, 4}, {16, 8, 4, 4, 2}}) {
+      SsdCore core(MambaOptions(64).d_state(k.d_state).headdim(k.headdim).ngroups(k.ngroups).d_conv(k.d_conv));
+      core->A_log.uniform_(-1.0, 1.5);
+      core->D.normal_();
+      core->dt_bias.normal_();
+      core->conv_bias.normal_();
+      core->norm->weight.uniform_(0.5, 1.5);
+      const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
+      MambaState fused, ref;
+      core->init_state(fused, k.batch, torch::TensorOptions());
+      fused.conv.normal_();
+      fused.ssm.normal_();
+      ref.conv = fused.conv.clone();
+      ref.ssm = fused.ssm.clone();
+      for (int step = 0; step < 3; ++step) {
+        // A wider buffer, so rows have a stride beyond their width.
+        torch::Tensor zxbcdt = torch::randn({k.batch, di + c + h + 3}).narrow(1, 0, di + c + h);
+        zxbcdt.narrow(1, di + c, h)[0][0] = 25.0;  // softplus(dt) = dt
+        torch::Tensor got = core->step_fused(zxbcdt, fused);
+        torch::Tensor want = core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
+        INFO("d_state " << k.d_state << ", headdim " << k.headdim << ", groups " << k.ngroups << ", conv "
+                        << k.d_conv << ", step " << step);
+        REQUIRE(got.defined());
+        CHECK(rel_err(got, want) <= 1e-5);
+        CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
+        CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      }
+    }
+    // Many rows on 2 threads.
+    SsdCore core(MambaOptions(32).d_state(16).headdim(16));
+    const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
+    MambaState fused, ref;
+    core->init_state(fused, 33, torch::TensorOptions());
+    core->init_state(ref, 33, torch::TensorOptions());
+    torch::Tensor zxbcdt = torch::randn({33, di + c + h});
+    const int saved = torch::get_num_threads();
+    torch::set_num_threads(2);
+    torch::Tensor got = core->step_fused(zxbcdt, fused);
+    torch::set_num_threads(saved);
+    torch::Tensor want = core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
+    CHECK(rel_err(got, want) <= 1e-5);
+    CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+    // With gradients, or in float64, the fused pass declines.
+    MambaState d;
+    core->init_state(d, 2, torch::TensorOptions());
+    {
+      torch::AutoGradMode grad(true);
+      CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}), d).defined());
+    }
+    core->init_state(d, 2, torch::TensorOptions().dtype(torch::kDouble));
+    CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}, torch::kDouble), d).defined());
+  }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
     // Every row count of a greedy batch (one pass of up to 16 rows) and some
