@@ -486,25 +486,36 @@ __attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float
   }
 }
 
+// The causal conv of one row: u = conv of the new input xbc against the last
+// W-1 inputs (the state, oldest first), which shift by one. W is a constant
+// so that the per-channel loops unroll (runtime loops of 1-3 taps took
+// longer than the SSD update of a row on one thread).
+template <int W>
+void conv_step_row(const Mamba2Step& a, float* cs, const float* xbc, float* u) {
+  constexpr int W1 = W - 1;
+  for (int64_t c = 0; c < a.channels; ++c) {
+    const float* w = a.conv_w + c * W;
+    float* s = cs + c * W1;
+    float acc = a.conv_b ? a.conv_b[c] : 0.0f;
+    for (int k = 0; k < W1; ++k) acc += w[k] * s[k];
+    acc += w[W1] * xbc[c];
+    for (int k = 0; k + 1 < W1; ++k) s[k] = s[k + 1];
+    s[W1 - 1] = xbc[c];
+    u[c] = acc;
+  }
+}
+
 // One row of the step; u and y are scratch for channels and di floats, e for
 // max(channels, di).
 __attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int64_t b, float* u, float* y,
                                                         float* e) {
   const float* in = a.in + b * a.in_stride;
   const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
-  // Causal conv of the new input against the last width-1 inputs (state,
-  // oldest first), which shift by one.
-  const int64_t w1 = a.width - 1;
-  float* cs = a.conv_state + b * a.channels * w1;
-  for (int64_t c = 0; c < a.channels; ++c) {
-    const float* w = a.conv_w + c * a.width;
-    float* s = cs + c * w1;
-    float acc = a.conv_b ? a.conv_b[c] : 0.0f;
-    for (int64_t k = 0; k < w1; ++k) acc += w[k] * s[k];
-    acc += w[w1] * xbc[c];
-    for (int64_t k = 0; k + 1 < w1; ++k) s[k] = s[k + 1];
-    s[w1 - 1] = xbc[c];
-    u[c] = acc;
+  float* cs = a.conv_state + b * a.channels * (a.width - 1);
+  switch (a.width) {
+    case 2: conv_step_row<2>(a, cs, xbc, u); break;
+    case 3: conv_step_row<3>(a, cs, xbc, u); break;
+    default: conv_step_row<4>(a, cs, xbc, u); break;  // asserted: 2 <= W <= 4
   }
   mul_silu<true>(u, u, e, a.channels, a.exp);
   // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
@@ -631,7 +642,7 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
                 di = w.norm_weight.size(0);
   TORCH_INTERNAL_ASSERT(mamba2_step_available() && zxbcdt.dim() == 2 && zxbcdt.stride(1) == 1 &&
                         zxbcdt.size(1) == di + c + h && (c - di) % (2 * w.ngroups) == 0 && h % w.ngroups == 0 &&
-                        di % h == 0 && width >= 2);
+                        di % h == 0 && width >= 2 && width <= 4);
   for (const torch::Tensor* t : {&zxbcdt, &w.conv_weight, &w.conv_bias, &w.A_log, &w.D, &w.dt_bias, &w.norm_weight,
                                  &conv_state, &ssm_state})
     TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &zxbcdt || t->is_contiguous()));
