@@ -58,7 +58,10 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
 // Returns (B, di) = RMSNorm(y * silu(z)), y the SSD output with the D skip:
 // what kernels::causal_conv1d_step (SiLU), kernels::ssd_step (softplus dt,
 // gate z) and RMSNorm give in turn, up to float rounding, without their
-// conversions, checks, intermediate tensors and three parallel regions.
+// conversions, checks, intermediate tensors and three parallel regions: a
+// pure-Mamba step went from 462 to 98 LibTorch profiler events (33 -> 7 per
+// layer), a mixer step of the small preset at batch 16 on 2 threads from
+// 175 to 142 us, at batch 1 from 21 to 9 us (bench/README.md, "decode").
 struct Mamba2StepWeights {
   torch::Tensor conv_weight, conv_bias;  // (C, W), (C)
   torch::Tensor A_log, D, dt_bias;       // (H)
