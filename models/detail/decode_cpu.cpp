@@ -646,7 +646,8 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
   for (const torch::Tensor* t : {&zxbcdt, &w.conv_weight, &w.conv_bias, &w.A_log, &w.D, &w.dt_bias, &w.norm_weight,
                                  &conv_state, &ssm_state})
     TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &zxbcdt || t->is_contiguous()));
-  TORCH_INTERNAL_ASSERT(conv_state.numel() == b * c * (width - 1) && ssm_state.numel() == b * (di / h) * h * ((c - di) / (2 * w.ngroups)));
+  const int64_t n = (c - di) / (2 * w.ngroups);
+  TORCH_INTERNAL_ASSERT(conv_state.numel() == b * c * (width - 1) && ssm_state.numel() == b * di * n);
   Mamba2Step a;
   a.in = zxbcdt.data_ptr<float>();
   a.conv_w = w.conv_weight.data_ptr<float>();
@@ -661,7 +662,7 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
   a.out = out.data_ptr<float>();
   a.in_stride = zxbcdt.stride(0);
   a.di = di, a.channels = c, a.width = width, a.nheads = h, a.headdim = di / h, a.ngroups = w.ngroups;
-  a.dstate = (c - di) / (2 * w.ngroups);
+  a.dstate = n;
   a.eps = static_cast<float>(w.eps);
   a.exp = kernels::cpu::float_kernels().exp;
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {

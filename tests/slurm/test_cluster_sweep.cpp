@@ -353,7 +353,11 @@ namespace {
 // nothing completed is started or rewritten again, and the long one resumes
 // from the checkpoint it wrote when it was stopped.
 struct StopMidSweep {
-  static constexpr int kLong = 700;
+  // Long enough that it is still training when the short ones (30 and 40
+  // steps, most of their time start-up and evaluation) are done: 700 steps
+  // took 7 s on a machine training this model at 37k tokens/s and ended
+  // before the stop arrived.
+  static constexpr int kLong = 2400;
   TinySweep s{"[grid]\ntrain.max_steps = [30, 40, " + std::to_string(kLong) + "]\n", "order = \"cost\"\n", 10, 20, 10};
   std::map<std::string, FileId> completed;  // before the stop
   std::string long_id;
