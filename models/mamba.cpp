@@ -190,6 +190,19 @@ torch::Tensor SelectiveCoreImpl::step(const torch::Tensor& x, const torch::Tenso
                                       xd.narrow(1, r + n, n), so);
 }
 
+torch::Tensor SelectiveCoreImpl::step_fused(const torch::Tensor& xz, MambaState& state) {
+  if (torch::GradMode::is_enabled() || !detail::mamba1_step_available(options.d_state())) return {};
+  auto cpu_float = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat; };
+  if (!cpu_float(xz) || xz.dim() != 2 || xz.stride(1) != 1) return {};
+  for (const torch::Tensor* t :
+       {&state.conv, &state.ssm, &conv_weight, &conv_bias, &x_proj->weight, &dt_proj->weight, &dt_proj->bias, &A_log, &D})
+    if (!cpu_float(*t) || !t->is_contiguous()) return {};
+  detail::Mamba1StepWeights w;
+  w.conv_weight = conv_weight, w.conv_bias = conv_bias, w.x_proj = x_proj->weight, w.dt_proj = dt_proj->weight;
+  w.dt_bias = dt_proj->bias, w.A = -torch::exp(A_log), w.D = D;
+  return detail::mamba1_step(xz, w, state.conv, state.ssm);
+}
+
 void SelectiveCoreImpl::init_state(MambaState& s, int64_t batch, const torch::TensorOptions& o) const {
   auto acc = o.dtype() == torch::kDouble ? torch::kDouble : torch::kFloat;
   s.conv = torch::zeros({batch, options.d_inner(), options.d_conv() - 1}, o);
@@ -237,6 +250,8 @@ torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerStat
     const int64_t c = options.conv_dim_v2();
     y = ssd->step(p.narrow(1, di, c), p.narrow(1, di + c, options.nheads()), p.narrow(1, 0, di), state.mamba);
   } else {
+    y = selective->step_fused(p, state.mamba);
+    if (y.defined()) return detail::linear(y, out_proj);
     y = selective->step(p.narrow(1, di, di), p.narrow(1, 0, di), state.mamba);
   }
   return detail::linear(y, out_proj);

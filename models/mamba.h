@@ -83,6 +83,11 @@ class SelectiveCoreImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& z, const torch::Tensor& mask, MambaState* state);
   // x, z (B,Di) -> (B,Di) (causal_conv1d_step, selective_scan_step).
   torch::Tensor step(const torch::Tensor& x, const torch::Tensor& z, MambaState& state);
+  // The same step from the in-projection's output xz (B, 2 Di), columns
+  // [z, x], in one fused CPU pass (models/detail/decode_cpu.h, mamba1_step)
+  // for float32 without gradients, d_state a multiple of 16, on a CPU with
+  // AVX-512F; an undefined tensor otherwise.
+  torch::Tensor step_fused(const torch::Tensor& xz, MambaState& state);
   void init_state(MambaState& state, int64_t batch, const torch::TensorOptions& options) const;
 
   MambaOptions options;

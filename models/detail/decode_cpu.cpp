@@ -486,22 +486,31 @@ __attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float
   }
 }
 
-// The causal conv of one row: u = conv of the new input xbc against the last
-// W-1 inputs (the state, oldest first), which shift by one. W is a constant
-// so that the per-channel loops unroll (runtime loops of 1-3 taps took
-// longer than the SSD update of a row on one thread).
+// The causal conv of one row of `channels` channels: u = conv of the new
+// input x against the last W-1 inputs (the state cs, oldest first), which
+// shift by one. W is a constant so that the per-channel loops unroll (runtime
+// loops of 1-3 taps took longer than the SSD update of a row on one thread).
 template <int W>
-void conv_step_row(const Mamba2Step& a, float* cs, const float* xbc, float* u) {
+void conv_step_row(const float* conv_w, const float* conv_b, int64_t channels, float* cs, const float* x, float* u) {
   constexpr int W1 = W - 1;
-  for (int64_t c = 0; c < a.channels; ++c) {
-    const float* w = a.conv_w + c * W;
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* w = conv_w + c * W;
     float* s = cs + c * W1;
-    float acc = a.conv_b ? a.conv_b[c] : 0.0f;
+    float acc = conv_b ? conv_b[c] : 0.0f;
     for (int k = 0; k < W1; ++k) acc += w[k] * s[k];
-    acc += w[W1] * xbc[c];
+    acc += w[W1] * x[c];
     for (int k = 0; k + 1 < W1; ++k) s[k] = s[k + 1];
-    s[W1 - 1] = xbc[c];
+    s[W1 - 1] = x[c];
     u[c] = acc;
+  }
+}
+
+void conv_step_row(int64_t width, const float* conv_w, const float* conv_b, int64_t channels, float* cs,
+                   const float* x, float* u) {
+  switch (width) {
+    case 2: return conv_step_row<2>(conv_w, conv_b, channels, cs, x, u);
+    case 3: return conv_step_row<3>(conv_w, conv_b, channels, cs, x, u);
+    default: return conv_step_row<4>(conv_w, conv_b, channels, cs, x, u);  // asserted: 2 <= W <= 4
   }
 }
 
@@ -511,12 +520,7 @@ __attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int
                                                         float* e) {
   const float* in = a.in + b * a.in_stride;
   const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
-  float* cs = a.conv_state + b * a.channels * (a.width - 1);
-  switch (a.width) {
-    case 2: conv_step_row<2>(a, cs, xbc, u); break;
-    case 3: conv_step_row<3>(a, cs, xbc, u); break;
-    default: conv_step_row<4>(a, cs, xbc, u); break;  // asserted: 2 <= W <= 4
-  }
+  conv_step_row(a.width, a.conv_w, a.conv_b, a.channels, a.conv_state + b * a.channels * (a.width - 1), xbc, u);
   mul_silu<true>(u, u, e, a.channels, a.exp);
   // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
   const int64_t H = a.nheads, P = a.headdim, N = a.dstate, hpg = H / a.ngroups;
@@ -560,6 +564,63 @@ __attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int
   // Gate and norm: RMSNorm(y * silu(z)).
   mul_silu<false>(y, z, e, a.di, a.exp);
   rms_norm_row_512(y, a.norm_w, a.out + b * a.di, a.di, a.eps);
+}
+
+// ------------------------------------------------------------------ Mamba-1 decode step (AVX-512F)
+
+// Pointers and sizes of one mamba1_step call (see the header).
+struct Mamba1Step {
+  const float *in, *conv_w, *conv_b, *x_proj, *dt_proj, *dt_bias, *A, *D;
+  float *conv_state, *ssm_state, *out;
+  int64_t in_stride, di, width, rank, dstate;
+  const kernels::cpu::FloatKernels* k;
+};
+
+// sum a[i] b[i] for i < n.
+__attribute__((target("avx512f"))) float dot_512(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+// Rows [begin, end) of the Mamba-1 step, n = end - begin; s is scratch for
+// n (3 di + rank + 2 N) floats. Each phase runs over all the rows, so that
+// x_proj and dt_proj are read once per call rather than once per row (per
+// row, x_proj's reads made the step 1.5-2x slower than the kernels' chain at
+// batch 16).
+__attribute__((target("avx512f"))) void mamba1_step_rows(const Mamba1Step& a, int64_t begin, int64_t end, float* s) {
+  const int64_t di = a.di, R = a.rank, N = a.dstate, n = end - begin, X = R + 2 * N;
+  float *u = s, *dl = u + n * di, *e = dl + n * di, *xd = e + n * di;  // u, dl, e: (n, di); xd: (n, X)
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t b = begin + r;
+    conv_step_row(a.width, a.conv_w, a.conv_b, di, a.conv_state + b * di * (a.width - 1),
+                  a.in + b * a.in_stride + di, u + r * di);
+    mul_silu<true>(u + r * di, u + r * di, e, di, a.k->exp);
+  }
+  // x_proj: [dt rank, B, C]; dt_proj with its bias, then softplus.
+  for (int64_t j = 0; j < X; ++j)
+    for (int64_t r = 0; r < n; ++r) xd[r * X + j] = dot_512(a.x_proj + j * di, u + r * di, di);
+  for (int64_t d = 0; d < di; ++d)
+    for (int64_t r = 0; r < n; ++r) dl[r * di + d] = dot_512(a.dt_proj + d * R, xd + r * X, R) + a.dt_bias[d];
+  a.k->softplus(dl, dl, nullptr, n * di);
+  // Each channel's state: h = exp(dl A) h + dl u B; y = C.h + D u; then the
+  // silu(z) gate.
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t b = begin + r;
+    const float *ur = u + r * di, *dr = dl + r * di, *Bv = xd + r * X + R, *Cv = Bv + N;
+    float* y = a.out + b * di;
+    float* h = a.ssm_state + b * di * N;
+    for (int64_t d = 0; d < di; ++d) a.k->scan(1, N, dr + d, ur + d, a.A + d * N, Bv, Cv, a.D[d], h + d * N, y + d);
+    mul_silu<false>(y, a.in + b * a.in_stride, e, di, a.k->exp);
+  }
 }
 
 // Whether the row-wise selection runs its own loops on x.
@@ -673,6 +734,44 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
   return out;
 }
 
+bool mamba1_step_available(int64_t d_state) {
+  return has_avx512f() && d_state % kernels::cpu::kPadFloats == 0;
+}
+
+torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,
+                          const torch::Tensor& ssm_state) {
+  const int64_t b = xz.size(0), di = w.D.size(0), width = w.conv_weight.size(1), rank = w.dt_proj.size(1),
+                n = w.A.size(1);
+  TORCH_INTERNAL_ASSERT(mamba1_step_available(n) && xz.dim() == 2 && xz.stride(1) == 1 && xz.size(1) == 2 * di &&
+                        width >= 2 && width <= 4 && w.x_proj.size(0) == rank + 2 * n && w.x_proj.size(1) == di &&
+                        w.dt_proj.size(0) == di && w.A.size(0) == di);
+  for (const torch::Tensor* t :
+       {&xz, &w.conv_weight, &w.conv_bias, &w.x_proj, &w.dt_proj, &w.dt_bias, &w.A, &w.D, &conv_state, &ssm_state})
+    TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &xz || t->is_contiguous()));
+  TORCH_INTERNAL_ASSERT(conv_state.numel() == b * di * (width - 1) && ssm_state.numel() == b * di * n);
+  Mamba1Step a;
+  a.in = xz.data_ptr<float>();
+  a.conv_w = w.conv_weight.data_ptr<float>();
+  a.conv_b = w.conv_bias.data_ptr<float>();
+  a.x_proj = w.x_proj.data_ptr<float>();
+  a.dt_proj = w.dt_proj.data_ptr<float>();
+  a.dt_bias = w.dt_bias.data_ptr<float>();
+  a.A = w.A.data_ptr<float>();
+  a.D = w.D.data_ptr<float>();
+  a.conv_state = conv_state.data_ptr<float>();
+  a.ssm_state = ssm_state.data_ptr<float>();
+  torch::Tensor out = torch::empty({b, di}, xz.options());
+  a.out = out.data_ptr<float>();
+  a.in_stride = xz.stride(0);
+  a.di = di, a.width = width, a.rank = rank, a.dstate = n;
+  a.k = &kernels::cpu::float_kernels();
+  at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch((end - begin) * (3 * di + rank + 2 * n));
+    mamba1_step_rows(a, begin, end, scratch.data());
+  });
+  return out;
+}
+
 torch::Tensor log_softmax_rows(const torch::Tensor& x) {
   if (!rows_fast(x)) return torch::log_softmax(x, 1);
   torch::NoGradGuard no_grad;
@@ -763,6 +862,10 @@ torch::Tensor attend_cached(const torch::Tensor&, const torch::Tensor&, const to
 }
 torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
   TORCH_CHECK(false, "small_batch_linear: x86 only");
+}
+bool mamba1_step_available(int64_t) { return false; }
+torch::Tensor mamba1_step(const torch::Tensor&, const Mamba1StepWeights&, const torch::Tensor&, const torch::Tensor&) {
+  TORCH_INTERNAL_ASSERT(false, "mamba1_step needs AVX-512F");
 }
 bool mamba2_step_available() { return false; }
 torch::Tensor mamba2_step(const torch::Tensor&, const Mamba2StepWeights&, const torch::Tensor&, const torch::Tensor&) {

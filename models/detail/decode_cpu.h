@@ -73,6 +73,25 @@ bool mamba2_step_available();
 torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& w, const torch::Tensor& conv_state,
                           const torch::Tensor& ssm_state);
 
+// The same for a Mamba-1 mixer: xz (B, 2 di) is the in-projection's output,
+// columns [z (di), x (di)], rows of unit stride; conv_state (B, di, W-1) and
+// ssm_state (B, di, N) advance in place. Each row runs the conv with SiLU,
+// x_proj (its rows [dt rank R, B (N), C (N)]), dt_proj with its bias and
+// softplus, the selective-scan update of every channel (the kernels' own
+// one-position scan, with the D skip) and the silu(z) gate, and returns
+// (B, di): what kernels::causal_conv1d_step, the two products and
+// kernels::selective_scan_step give, up to float rounding. A is -exp(A_log)
+// (di, N). For N a multiple of 16 on a CPU with AVX-512F
+// (mamba1_step_available).
+struct Mamba1StepWeights {
+  torch::Tensor conv_weight, conv_bias;  // (di, W), (di)
+  torch::Tensor x_proj, dt_proj;         // (R + 2N, di), (di, R)
+  torch::Tensor dt_bias, A, D;           // (di), (di, N), (di)
+};
+bool mamba1_step_available(int64_t d_state);
+torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,
+                          const torch::Tensor& ssm_state);
+
 // The per-step selection of search: row-wise log-softmax and row-wise max of
 // (R,V) logits. LibTorch 1.13's ops took 1.2 ms (log_softmax) and 0.34 ms
 // (max over dim 1) for 16 rows of 32000 on 2 threads, 8-10% of a decode step

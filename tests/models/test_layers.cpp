@@ -318,6 +318,64 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     core->init_state(d, 2, torch::TensorOptions().dtype(torch::kDouble));
     CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}, torch::kDouble), d).defined());
   }
+  SECTION("a Mamba-1 mixer's step in one pass") {
+    if (!models::detail::mamba1_step_available(16)) return;  // the step keeps the kernels' steps
+    // Against SelectiveCore::step (causal_conv1d_step, x_proj, dt_proj,
+    // selective_scan_step) over several steps from a random state: state
+    // sizes of one to four vectors, inner widths with and without a vector
+    // tail, dt ranks below and above one vector, conv widths 2-4.
+    struct Case { int64_t d_model, d_state, d_conv, dt_rank, batch; };
+    for (const Case& k : std::vector<Case>{{64, 16, 4, 0, 3}, {40, 32, 3, 20, 5}, {48, 64, 2, 3, 1}, {24, 48, 4, 0, 2}}) {
+      SelectiveCore core(MambaOptions(k.d_model).version(1).d_state(k.d_state).d_conv(k.d_conv).dt_rank(k.dt_rank));
+      core->A_log.add_(torch::randn_like(core->A_log) * 0.3);
+      core->D.normal_();
+      core->dt_proj->bias.normal_();
+      core->conv_bias.normal_();
+      const int64_t di = core->options.d_inner();
+      MambaState fused, ref;
+      core->init_state(fused, k.batch, torch::TensorOptions());
+      fused.conv.normal_();
+      fused.ssm.normal_();
+      ref.conv = fused.conv.clone();
+      ref.ssm = fused.ssm.clone();
+      for (int step = 0; step < 3; ++step) {
+        torch::Tensor xz = torch::randn({k.batch, 2 * di + 5}).narrow(1, 0, 2 * di);
+        torch::Tensor got = core->step_fused(xz, fused);
+        torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
+        INFO("d_model " << k.d_model << ", d_state " << k.d_state << ", conv " << k.d_conv << ", dt rank "
+                        << core->options.rank() << ", step " << step);
+        REQUIRE(got.defined());
+        CHECK(rel_err(got, want) <= 1e-5);
+        CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
+        CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      }
+    }
+    // Many rows on 2 threads.
+    SelectiveCore core(MambaOptions(32).version(1).d_state(16));
+    const int64_t di = core->options.d_inner();
+    MambaState fused, ref;
+    core->init_state(fused, 33, torch::TensorOptions());
+    core->init_state(ref, 33, torch::TensorOptions());
+    torch::Tensor xz = torch::randn({33, 2 * di});
+    const int saved = torch::get_num_threads();
+    torch::set_num_threads(2);
+    torch::Tensor got = core->step_fused(xz, fused);
+    torch::set_num_threads(saved);
+    torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
+    CHECK(rel_err(got, want) <= 1e-5);
+    CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+    // With gradients, or a state size that is not whole vectors, the fused
+    // pass declines.
+    MambaState d;
+    core->init_state(d, 2, torch::TensorOptions());
+    {
+      torch::AutoGradMode grad(true);
+      CHECK_FALSE(core->step_fused(torch::randn({2, 2 * di}), d).defined());
+    }
+    SelectiveCore odd(MambaOptions(32).version(1).d_state(8));
+    odd->init_state(d, 2, torch::TensorOptions());
+    CHECK_FALSE(odd->step_fused(torch::randn({2, 2 * di}), d).defined());
+  }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
     // Every row count of a greedy batch (one pass of up to 16 rows) and some
