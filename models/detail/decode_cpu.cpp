@@ -593,9 +593,8 @@ __attribute__((target("avx512f"))) float dot_512(const float* a, const float* b,
 
 // Rows [begin, end) of the Mamba-1 step, n = end - begin; s is scratch for
 // n (3 di + rank + 2 N) floats. Each phase runs over all the rows, so that
-// x_proj and dt_proj are read once per call rather than once per row (per
-// row, x_proj's reads made the step 1.5-2x slower than the kernels' chain at
-// batch 16).
+// each row of x_proj and dt_proj is read once for all of them rather than
+// once per row.
 __attribute__((target("avx512f"))) void mamba1_step_rows(const Mamba1Step& a, int64_t begin, int64_t end, float* s) {
   const int64_t di = a.di, R = a.rank, N = a.dstate, n = end - begin, X = R + 2 * N;
   float *u = s, *dl = u + n * di, *e = dl + n * di, *xd = e + n * di;  // u, dl, e: (n, di); xd: (n, X)
