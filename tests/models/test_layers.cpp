@@ -308,6 +308,20 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     torch::Tensor want = core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
     CHECK(rel_err(got, want) <= 1e-5);
     CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+    // It takes the states a prefill leaves (the usual start of a decode), and
+    // they go on as stepping would have left them.
+    {
+      torch::Tensor xBC = torch::randn({3, 6, c}), dt = torch::randn({3, 6, h}), z = torch::randn({3, 6, di});
+      MambaState pre, stepped;
+      core->forward(xBC, dt, z, torch::Tensor(), &pre);
+      core->init_state(stepped, 3, torch::TensorOptions());
+      for (int64_t t = 0; t < 6; ++t) core->step(xBC.select(1, t), dt.select(1, t), z.select(1, t), stepped);
+      torch::Tensor next = torch::randn({3, di + c + h});
+      torch::Tensor from_prefill = core->step_fused(next, pre);
+      REQUIRE(from_prefill.defined());
+      CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, c), next.narrow(1, di + c, h), next.narrow(1, 0, di),
+                                             stepped)) <= 1e-4);
+    }
     // With gradients, or in float64, the fused pass declines.
     MambaState d;
     core->init_state(d, 2, torch::TensorOptions());
@@ -364,6 +378,18 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
     CHECK(rel_err(got, want) <= 1e-5);
     CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+    // It takes the states a prefill leaves.
+    {
+      torch::Tensor x = torch::randn({3, 6, di}), z = torch::randn({3, 6, di});
+      MambaState pre, stepped;
+      core->forward(x, z, torch::Tensor(), &pre);
+      core->init_state(stepped, 3, torch::TensorOptions());
+      for (int64_t t = 0; t < 6; ++t) core->step(x.select(1, t), z.select(1, t), stepped);
+      torch::Tensor next = torch::randn({3, 2 * di});
+      torch::Tensor from_prefill = core->step_fused(next, pre);
+      REQUIRE(from_prefill.defined());
+      CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, di), next.narrow(1, 0, di), stepped)) <= 1e-4);
+    }
     // With gradients, or a state size that is not whole vectors, the fused
     // pass declines.
     MambaState d;
