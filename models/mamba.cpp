@@ -116,11 +116,6 @@ torch::Tensor SsdCoreImpl::step(const torch::Tensor& xBC, const torch::Tensor& d
 }
 
 torch::Tensor SsdCoreImpl::step_fused(const torch::Tensor& zxbcdt, MambaState& state) {
-  if (torch::GradMode::is_enabled() || !detail::mamba2_step_available()) return {};
-  auto cpu_float = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat; };
-  if (!cpu_float(zxbcdt) || zxbcdt.dim() != 2 || zxbcdt.stride(1) != 1) return {};
-  for (const torch::Tensor* t : {&state.conv, &state.ssm, &conv_weight, &conv_bias, &A_log, &D, &dt_bias, &norm->weight})
-    if (!cpu_float(*t) || !t->is_contiguous()) return {};
   detail::Mamba2StepWeights w;
   w.conv_weight = conv_weight, w.conv_bias = conv_bias, w.A_log = A_log, w.D = D, w.dt_bias = dt_bias;
   w.norm_weight = norm->weight;
@@ -191,15 +186,9 @@ torch::Tensor SelectiveCoreImpl::step(const torch::Tensor& x, const torch::Tenso
 }
 
 torch::Tensor SelectiveCoreImpl::step_fused(const torch::Tensor& xz, MambaState& state) {
-  if (torch::GradMode::is_enabled() || !detail::mamba1_step_available(options.d_state())) return {};
-  auto cpu_float = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat; };
-  if (!cpu_float(xz) || xz.dim() != 2 || xz.stride(1) != 1) return {};
-  for (const torch::Tensor* t :
-       {&state.conv, &state.ssm, &conv_weight, &conv_bias, &x_proj->weight, &dt_proj->weight, &dt_proj->bias, &A_log, &D})
-    if (!cpu_float(*t) || !t->is_contiguous()) return {};
   detail::Mamba1StepWeights w;
   w.conv_weight = conv_weight, w.conv_bias = conv_bias, w.x_proj = x_proj->weight, w.dt_proj = dt_proj->weight;
-  w.dt_bias = dt_proj->bias, w.A = -torch::exp(A_log), w.D = D;
+  w.dt_bias = dt_proj->bias, w.A_log = A_log, w.D = D;
   return detail::mamba1_step(xz, w, state.conv, state.ssm);
 }
 

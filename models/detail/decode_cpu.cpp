@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <initializer_list>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -694,18 +695,29 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   return y;
 }
 
+// Whether a fused Mamba step takes these: no gradients, AVX-512F, the input
+// rows float32 on the CPU with unit column stride, and every other tensor
+// (weights, states) float32 on the CPU and contiguous.
+bool fused_step_applies(const torch::Tensor& in, std::initializer_list<const torch::Tensor*> rest) {
+  if (torch::GradMode::is_enabled() || !has_avx512f()) return false;
+  auto cpu_float = [](const torch::Tensor& t) { return t.defined() && t.is_cpu() && t.scalar_type() == torch::kFloat; };
+  if (!cpu_float(in) || in.dim() != 2 || in.stride(1) != 1) return false;
+  for (const torch::Tensor* t : rest)
+    if (!cpu_float(*t) || !t->is_contiguous()) return false;
+  return true;
+}
+
 bool mamba2_step_available() { return has_avx512f(); }
 
 torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& w, const torch::Tensor& conv_state,
                           const torch::Tensor& ssm_state) {
+  if (!fused_step_applies(zxbcdt, {&w.conv_weight, &w.conv_bias, &w.A_log, &w.D, &w.dt_bias, &w.norm_weight,
+                                   &conv_state, &ssm_state}))
+    return {};
   const int64_t b = zxbcdt.size(0), c = w.conv_weight.size(0), width = w.conv_weight.size(1), h = w.A_log.size(0),
                 di = w.norm_weight.size(0);
-  TORCH_INTERNAL_ASSERT(mamba2_step_available() && zxbcdt.dim() == 2 && zxbcdt.stride(1) == 1 &&
-                        zxbcdt.size(1) == di + c + h && (c - di) % (2 * w.ngroups) == 0 && h % w.ngroups == 0 &&
+  TORCH_INTERNAL_ASSERT(zxbcdt.size(1) == di + c + h && (c - di) % (2 * w.ngroups) == 0 && h % w.ngroups == 0 &&
                         di % h == 0 && width >= 2 && width <= 4);
-  for (const torch::Tensor* t : {&zxbcdt, &w.conv_weight, &w.conv_bias, &w.A_log, &w.D, &w.dt_bias, &w.norm_weight,
-                                 &conv_state, &ssm_state})
-    TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &zxbcdt || t->is_contiguous()));
   const int64_t n = (c - di) / (2 * w.ngroups);
   TORCH_INTERNAL_ASSERT(conv_state.numel() == b * c * (width - 1) && ssm_state.numel() == b * di * n);
   Mamba2Step a;
@@ -739,15 +751,16 @@ bool mamba1_step_available(int64_t d_state) {
 
 torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,
                           const torch::Tensor& ssm_state) {
+  if (!mamba1_step_available(w.A_log.size(-1)) ||
+      !fused_step_applies(xz, {&w.conv_weight, &w.conv_bias, &w.x_proj, &w.dt_proj, &w.dt_bias, &w.A_log, &w.D,
+                               &conv_state, &ssm_state}))
+    return {};
   const int64_t b = xz.size(0), di = w.D.size(0), width = w.conv_weight.size(1), rank = w.dt_proj.size(1),
-                n = w.A.size(1);
-  TORCH_INTERNAL_ASSERT(mamba1_step_available(n) && xz.dim() == 2 && xz.stride(1) == 1 && xz.size(1) == 2 * di &&
-                        width >= 2 && width <= 4 && w.x_proj.size(0) == rank + 2 * n && w.x_proj.size(1) == di &&
-                        w.dt_proj.size(0) == di && w.A.size(0) == di);
-  for (const torch::Tensor* t :
-       {&xz, &w.conv_weight, &w.conv_bias, &w.x_proj, &w.dt_proj, &w.dt_bias, &w.A, &w.D, &conv_state, &ssm_state})
-    TORCH_INTERNAL_ASSERT(t->is_cpu() && t->scalar_type() == torch::kFloat && (t == &xz || t->is_contiguous()));
+                n = w.A_log.size(1);
+  TORCH_INTERNAL_ASSERT(xz.size(1) == 2 * di && width >= 2 && width <= 4 && w.x_proj.size(0) == rank + 2 * n &&
+                        w.x_proj.size(1) == di && w.dt_proj.size(0) == di && w.A_log.size(0) == di);
   TORCH_INTERNAL_ASSERT(conv_state.numel() == b * di * (width - 1) && ssm_state.numel() == b * di * n);
+  const torch::Tensor A = -torch::exp(w.A_log);
   Mamba1Step a;
   a.in = xz.data_ptr<float>();
   a.conv_w = w.conv_weight.data_ptr<float>();
@@ -755,7 +768,7 @@ torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, c
   a.x_proj = w.x_proj.data_ptr<float>();
   a.dt_proj = w.dt_proj.data_ptr<float>();
   a.dt_bias = w.dt_bias.data_ptr<float>();
-  a.A = w.A.data_ptr<float>();
+  a.A = A.data_ptr<float>();
   a.D = w.D.data_ptr<float>();
   a.conv_state = conv_state.data_ptr<float>();
   a.ssm_state = ssm_state.data_ptr<float>();
@@ -864,11 +877,11 @@ torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {
 }
 bool mamba1_step_available(int64_t) { return false; }
 torch::Tensor mamba1_step(const torch::Tensor&, const Mamba1StepWeights&, const torch::Tensor&, const torch::Tensor&) {
-  TORCH_INTERNAL_ASSERT(false, "mamba1_step needs AVX-512F");
+  return {};
 }
 bool mamba2_step_available() { return false; }
 torch::Tensor mamba2_step(const torch::Tensor&, const Mamba2StepWeights&, const torch::Tensor&, const torch::Tensor&) {
-  TORCH_INTERNAL_ASSERT(false, "mamba2_step needs AVX-512F");
+  return {};
 }
 torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
 std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }

@@ -49,9 +49,11 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
 // the long-lived weights of a model.
 torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w);
 
-// One decode step of a Mamba-2 mixer between its two projections, float32
-// on the CPU without gradients, in one pass over the rows (one parallel
-// region; AVX-512F: mamba2_step_available()). zxbcdt (B, di + C + H) is the
+// One decode step of a Mamba-2 mixer between its two projections, in one
+// pass over the rows (one parallel region). It applies without gradients on
+// a CPU with AVX-512F (mamba2_step_available()) to float32 CPU tensors, the
+// weights and states contiguous; elsewhere it returns an undefined tensor
+// and the caller takes the kernels' steps. zxbcdt (B, di + C + H) is the
 // in-projection's output, columns [z (di), x (di), B (G N), C (G N), dt (H)]
 // with C = di + 2 G N channels, rows of unit stride; conv_state (B, C, W-1)
 // and ssm_state (B, H, P, N) (contiguous) advance in place by one position.
@@ -80,14 +82,14 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
 // softplus, the selective-scan update of every channel (the kernels' own
 // one-position scan, with the D skip) and the silu(z) gate, and returns
 // (B, di): what kernels::causal_conv1d_step, the two products and
-// kernels::selective_scan_step give, up to float rounding. A is -exp(A_log)
-// (di, N). For N a multiple of 16 on a CPU with AVX-512F
-// (mamba1_step_available). A pure Mamba-1 step went from 504 to 126 profiler
+// kernels::selective_scan_step give, up to float rounding. It applies as
+// mamba2_step does, and only for N a multiple of 16 (mamba1_step_available);
+// elsewhere an undefined tensor. A pure Mamba-1 step went from 504 to 126 profiler
 // events, 9.8 to 8.3 ms at batch 16 on 2 threads (bench/README.md, "decode").
 struct Mamba1StepWeights {
   torch::Tensor conv_weight, conv_bias;  // (di, W), (di)
   torch::Tensor x_proj, dt_proj;         // (R + 2N, di), (di, R)
-  torch::Tensor dt_bias, A, D;           // (di), (di, N), (di)
+  torch::Tensor dt_bias, A_log, D;       // (di), (di, N), (di)
 };
 bool mamba1_step_available(int64_t d_state);
 torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,

@@ -27,6 +27,14 @@ SeqInfo info_for(const std::vector<int64_t>& lengths, int64_t l) {
   return SeqInfo::from_mask(mask, mask.size(0), l, torch::kCPU);
 }
 
+// Random conv and SSM states in `a`, and the same in `b`.
+void randomize_twin(MambaState& a, MambaState& b) {
+  a.conv.normal_();
+  a.ssm.normal_();
+  b.conv = a.conv.clone();
+  b.ssm = a.ssm.clone();
+}
+
 }  // namespace
 
 TEST_CASE("reverse_index reverses each row within its length", "[models][layers]") {
@@ -276,10 +284,7 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
       MambaState fused, ref;
       core->init_state(fused, k.batch, torch::TensorOptions());
-      fused.conv.normal_();
-      fused.ssm.normal_();
-      ref.conv = fused.conv.clone();
-      ref.ssm = fused.ssm.clone();
+      randomize_twin(fused, ref);
       for (int step = 0; step < 3; ++step) {
         // A wider buffer, so rows have a stride beyond their width.
         torch::Tensor zxbcdt = torch::randn({k.batch, di + c + h + 3}).narrow(1, 0, di + c + h);
@@ -331,6 +336,10 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     }
     core->init_state(d, 2, torch::TensorOptions().dtype(torch::kDouble));
     CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}, torch::kDouble), d).defined());
+    // Nor does it write through a state that is not contiguous.
+    core->init_state(d, 2, torch::TensorOptions());
+    d.conv = torch::zeros({2, d.conv.size(2), d.conv.size(1)}).transpose(1, 2);
+    CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}), d).defined());
   }
   SECTION("a Mamba-1 mixer's step in one pass") {
     if (!models::detail::mamba1_step_available(16)) return;  // the step keeps the kernels' steps
@@ -348,10 +357,7 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
       const int64_t di = core->options.d_inner();
       MambaState fused, ref;
       core->init_state(fused, k.batch, torch::TensorOptions());
-      fused.conv.normal_();
-      fused.ssm.normal_();
-      ref.conv = fused.conv.clone();
-      ref.ssm = fused.ssm.clone();
+      randomize_twin(fused, ref);
       for (int step = 0; step < 3; ++step) {
         torch::Tensor xz = torch::randn({k.batch, 2 * di + 5}).narrow(1, 0, 2 * di);
         torch::Tensor got = core->step_fused(xz, fused);
