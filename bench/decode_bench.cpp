@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "models/detail/linear.h"
 #include "models/registry.h"
 #include "models/search.h"
 
@@ -26,7 +27,11 @@ const char* const kDecodeBenchHelp =
     "tokens, batch 1 and 16, target lengths 256, 1024 and 4096: tokens/s, time per token at the end against "
     "the start of the output, decoder-state memory (KV cache against Mamba states), as ratios to the "
     "Transformer, next to the ratios predicted by the bytes each step reads (decoder weights once, every "
-    "cache and state of every sequence) at the copy bandwidth measured in the same run. Each row is printed "
+    "cache and state of every sequence) at the copy bandwidth measured in the same run, and ('roof') the same "
+    "prediction with the weights' part of each step no shorter than its multiply-adds (2 x batch x weights) at "
+    "the rate of the steps' own weight product, measured in the same run for each batch against a weight held "
+    "in cache: with 16 rows a step's weight products can be bound by arithmetic, not by reading the weights. "
+    "Each row is printed "
     "as soon as it is measured. Step times are the median of a window of W steps (after 2 warm-up steps) "
     "at the start, the middle and the end of each output; the nine windows of a length (three models, three "
     "places) decode in turns of 4 steps each, so that other jobs on the machine slow them alike. Tokens/s "
@@ -59,6 +64,27 @@ double copy_bandwidth() {
     best = std::min(best, since(t0));
   }
   return 2.0 * static_cast<double>(n) * 4.0 / best;
+}
+
+// Multiply-adds per second (2 flops each) of the decode steps' own weight
+// product (models::detail::linear: a matrix-vector product for one row, the
+// packed small-batch kernel for 2-256) at `b` rows against an n x d weight of
+// about 1 MiB, which stays in the caches: the rate of a step's weight products
+// where reading the weights does not bound them. Best of 15 rounds of 20: the
+// peak, which other jobs on a shared machine can only lower.
+double multiply_add_rate(int64_t b, int64_t d) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(5);
+  const int64_t n = std::max<int64_t>(256, ((1 << 18) / d + 15) / 16 * 16);
+  const torch::Tensor w = torch::randn({n, d}), x = torch::randn({b, d});
+  models::detail::linear(x, w);  // packs w once
+  double best = 1e300;
+  for (int r = 0; r < 15; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 20; ++i) models::detail::linear(x, w);
+    best = std::min(best, since(t0) / 20);
+  }
+  return 2.0 * static_cast<double>(b * n * d) / best;
 }
 
 // Bytes one step reads in the memory-bound model: the decoder weights once, the
@@ -152,6 +178,7 @@ models::InferenceState state_at(models::TranslationModel& m, const torch::Tensor
 struct Result {
   Window start, mid, end;
   double tok_s = 0, pred_tok_s = 0;  // over the whole output
+  double roof_tok_s = 0;             // the prediction with the weight products' multiply-adds (roofline)
   double window_tok_s = 0;           // --full: the window estimate, beside the all-steps figure
   models::StateBytes state;          // after the last token
   double setup_s = 0;                // encode / prefill time spent on the row
@@ -169,13 +196,14 @@ struct Printer {
   std::ostream& out;
   bool full;
   void header() const {
-    out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | ms/token start     mid     end  "
-           "end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
+    out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | roof tok/s  roof  meas/roof | "
+           "ms/token start     mid     end  end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
         << (full ? "  window tok/s" : "") << "\n";
     out.flush();
   }
   void row(const std::string& kind, int64_t len, int64_t b, const Result& r, const Result& base) const {
     const double ratio = r.tok_s / base.tok_s, pred = r.pred_tok_s / base.pred_tok_s;
+    const double roof = r.roof_tok_s / base.roof_tok_s;
     const double start_ms = r.start.step_s / static_cast<double>(b) * 1e3;
     const double mid_ms = r.mid.step_s / static_cast<double>(b) * 1e3;
     const double end_ms = r.end.step_s / static_cast<double>(b) * 1e3;
@@ -184,10 +212,11 @@ struct Printer {
         dec > 0 ? fmt("%.2f", static_cast<double>(base.state.decoder_state()) / static_cast<double>(dec)) : "-";
     char line[512];
     std::snprintf(line, sizeof line,
-                  "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %14.3f %7.3f %7.3f %10.2f %5.2f | %6s %9s %9s "
-                  "%15s | %7.1f",
+                  "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %10.0f %5.2f %10.2f | %14.3f %7.3f %7.3f %10.2f "
+                  "%5.2f | %6s %9s %9s %15s | %7.1f",
                   kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
-                  start_ms, mid_ms, end_ms, end_ms / start_ms, r.end.bytes / r.start.bytes,
+                  r.roof_tok_s, roof, ratio / roof, start_ms, mid_ms, end_ms, end_ms / start_ms,
+                  r.end.bytes / r.start.bytes,
                   mb(r.state.kv_cache).c_str(), mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(),
                   state_x.c_str(), r.setup_s);
     out << line;
@@ -269,6 +298,8 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "copy bandwidth: " << fmt("%.2f", bw / 1e9) << " GB/s (read + written, 256 MiB copies, best of 5)\n";
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
+  out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "
+         "read, flops) at the rate of the steps' weight product measured for each batch and model\n";
   if (full)
     out << "method: every token decoded (--full), the three models in turns of " << turn
         << " steps; tok/s over all steps; ms/token = median of " << w << " steps after the first " << warm
@@ -288,22 +319,45 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     torch::Tensor src = torch::randint(5, vocab, {b, src_len}, torch::kLong);
     src.select(1, src_len - 1).fill_(ms[0]->context().ids.eos);
     const torch::Tensor mask = torch::ones(src.sizes(), torch::kBool);
+    // The multiply-add rate of each model's weight product at this batch
+    // (measured once per model width).
+    std::map<int64_t, double> rate_at;
+    std::vector<double> rate;
+    for (const models::ModelPtr& m : ms) {
+      const int64_t d = m->config().d_model;
+      if (!rate_at.count(d)) rate_at[d] = multiply_add_rate(b, d);
+      rate.push_back(rate_at[d]);
+    }
     out << "\nbatch " << b << "\n";
+    out << "multiply-adds of the weight product (a 1 MiB weight held in cache):";
+    for (size_t k = 0; k < kinds.size(); ++k)
+      out << (k ? ", " : " ") << kinds[k] << " " << fmt("%.1f", rate[k] / 1e9) << " GFLOP/s";
+    out << "\n";
     print.header();
     // results[k][len]
     std::vector<std::map<int64_t, Result>> results(kinds.size());
-    auto finish = [&](Result& r, int64_t len, const Trace* all) {
+    // The roofline time of `steps` steps of model k reading `bytes` in all:
+    // each step's weights take the longer of reading them and their
+    // multiply-adds; the caches and states are read (and written) at bw.
+    auto roof_s = [&](size_t k, double bytes, double steps) {
+      const double weights = static_cast<double>(ms[k]->decoder_parameter_count());
+      const double per_step = std::max(4.0 * weights / bw, 2.0 * static_cast<double>(b) * weights / rate[k]);
+      return steps * per_step + (bytes - steps * 4.0 * weights) / bw;
+    };
+    auto finish = [&](Result& r, size_t k, int64_t len, const Trace* all) {
       const double mean_s = simpson(r.start.step_s, r.mid.step_s, r.end.step_s);
       const double mean_bytes = simpson(r.start.bytes, r.mid.bytes, r.end.bytes);
       r.window_tok_s = static_cast<double>(b) / mean_s;
       r.tok_s = r.window_tok_s;
       r.pred_tok_s = static_cast<double>(b) / (mean_bytes / bw);
+      r.roof_tok_s = static_cast<double>(b) / roof_s(k, mean_bytes, 1);
       if (all) {
         // Every step of the output: its real tokens/s and bytes.
         double s = 0, bytes = 0;
         for (int64_t t = 0; t < len; ++t) s += all->step_s[t], bytes += all->bytes[t];
         r.tok_s = static_cast<double>(b * len) / s;
         r.pred_tok_s = static_cast<double>(b * len) / (bytes / bw);
+        r.roof_tok_s = static_cast<double>(b * len) / roof_s(k, bytes, static_cast<double>(len));
       }
     };
     auto decoding = [&](size_t k) {
@@ -334,7 +388,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
             r.end = window(tr, len - w, w);
             r.state = tr.state_at.at(len);
             r.setup_s = setup[k];
-            finish(r, len, &tr);
+            finish(r, k, len, &tr);
             results[k][len] = r;
             print.row(kinds[k], len, b, r, results[0].at(len));
           }
@@ -370,7 +424,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
           r.mid = window(ds[3 * k + 1].trace, warm, w);
           r.end = window(ds[3 * k + 2].trace, warm, w);
           r.state = ds[3 * k + 2].state.bytes();  // after the output's last token
-          finish(r, len, nullptr);
+          finish(r, k, len, nullptr);
           results[k][len] = r;
           print.row(kinds[k], len, b, r, results[0].at(len));
         }

@@ -3,7 +3,9 @@
 // hybrid (1:7, middle+end), the pure Mamba and the Transformer of the same size
 // preset, as ratios to the Transformer measured in the same run, next to the
 // ratios predicted by the bytes each model reads per step at the copy
-// bandwidth measured in the same run.
+// bandwidth measured in the same run, and beside them the roofline ratios:
+// the same bytes, with each step's weight products taking at least their
+// multiply-adds at the rate measured for the steps' own weight product.
 #include <ostream>
 #include <string>
 #include <vector>

@@ -43,20 +43,26 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
       INFO(out);
       CHECK(out.find(full ? "method: every token decoded" : "method: windows of 6 steps") != std::string::npos);
       CHECK(out.find("\nbatch 2\n") != std::string::npos);
+      CHECK(std::regex_search(out, std::regex("multiply-adds of the weight product .*: transformer [0-9.]+ GFLOP/s, "
+                                              "hybrid [0-9.]+ GFLOP/s, mamba [0-9.]+ GFLOP/s\n")));
       CHECK(out.find("\ntotal ") != std::string::npos);
       for (int target : {24, 48}) {
-        // tok/s, pred, x transf, pred, meas/pred, start, mid, end, end/start, pred, KV, Mamba, cross, state x, setup
+        // tok/s, pred, x transf, pred, meas/pred, roof tok/s, roof, meas/roof, start, mid, end, end/start, pred,
+        // KV, Mamba, cross, state x, setup
         const std::vector<double> t = row(out, "transformer", target);
-        REQUIRE(t.size() == (full ? 16u : 15u));
+        REQUIRE(t.size() == (full ? 19u : 18u));
         CHECK(t[2] == 1.0);
         CHECK(t[3] == 1.0);
-        CHECK(t[13] == 1.0);
-        CHECK(t[11] == 0.0);  // no Mamba state
-        for (const std::string model : {"hybrid", "mamba"}) {
+        CHECK(t[6] == 1.0);
+        CHECK(t[16] == 1.0);
+        CHECK(t[14] == 0.0);  // no Mamba state
+        for (const std::string model : {"transformer", "hybrid", "mamba"}) {
           const std::vector<double> r = row(out, model, target);
           REQUIRE(r.size() == t.size());
-          for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 13}) CHECK(r[i] > 0);
-          if (model == "mamba") CHECK(r[10] == 0.0);  // no KV cache
+          for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16}) CHECK(r[i] > 0);
+          // The roofline adds the multiply-adds' bound to the bytes' one: never faster than the bytes allow.
+          CHECK(r[5] <= r[1] * (1 + 1e-9));
+          if (model == "mamba") CHECK(r[13] == 0.0);  // no KV cache
         }
       }
     }
