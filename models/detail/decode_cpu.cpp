@@ -291,36 +291,47 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
   }
 }
 
-// The packed panels of each weight small_batch_linear has seen, checked
-// against the weight's storage and version counter on every call, so a
-// weight changed in place (an optimizer step, a checkpoint load) is packed
-// again. The weak reference keeps the TensorImpl's address from being reused
-// while the entry exists; entries of dead weights go at the next miss.
-struct PackedWeight {
+// A tensor derived from a long-lived weight (small_batch_linear's packed
+// panels, mamba1_step's A = -exp(A_log)), computed at the first call for the
+// weight and kept while the weight lives. Every call checks it against the
+// weight's storage and version counter, so a weight changed in place (an
+// optimizer step, a checkpoint load) is derived again. Each `derive` (a
+// distinct lambda type) has its own cache. The weak reference keeps the
+// TensorImpl's address from being reused while the entry exists; entries of
+// dead weights go at the next miss. Not for inference tensors (no version
+// counter).
+struct DerivedEntry {
   c10::weak_intrusive_ptr<c10::TensorImpl> weight;
   const void* data = nullptr;
   int64_t version = -1;
-  torch::Tensor panels;  // (panels, kd, kPanel)
+  torch::Tensor value;
 };
 
-torch::Tensor packed_weight(const torch::Tensor& w) {
+template <typename Derive>
+torch::Tensor derived_from(const torch::Tensor& w, Derive derive) {
   static std::mutex mutex;
-  static std::unordered_map<const c10::TensorImpl*, PackedWeight> cache;
+  static std::unordered_map<const c10::TensorImpl*, DerivedEntry> cache;
   const int64_t version = static_cast<int64_t>(w._version());
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(w.unsafeGetTensorImpl());
-  if (it != cache.end() && it->second.data == w.data_ptr() && it->second.version == version) return it->second.panels;
+  if (it != cache.end() && it->second.data == w.data_ptr() && it->second.version == version) return it->second.value;
   for (auto e = cache.begin(); e != cache.end();)
     e = e->second.weight.expired() ? cache.erase(e) : std::next(e);
   torch::NoGradGuard no_grad;
-  const int64_t n = w.size(0), kd = w.size(1), panels = (n + kPanel - 1) / kPanel;
-  torch::Tensor padded = torch::zeros({panels * kPanel, kd}, w.options());
-  padded.narrow(0, 0, n).copy_(w);
-  PackedWeight entry{c10::weak_intrusive_ptr<c10::TensorImpl>(w.getIntrusivePtr()), w.data_ptr(), version,
-                     padded.view({panels, kPanel, kd}).transpose(1, 2).contiguous()};
-  torch::Tensor out = entry.panels;
+  DerivedEntry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(w.getIntrusivePtr()), w.data_ptr(), version, derive(w)};
+  torch::Tensor out = entry.value;
   cache.insert_or_assign(w.unsafeGetTensorImpl(), std::move(entry));
   return out;
+}
+
+// W (N, kd) as panels (panels, kd, kPanel), rows past N zero.
+torch::Tensor packed_weight(const torch::Tensor& w) {
+  return derived_from(w, [](const torch::Tensor& weight) {
+    const int64_t n = weight.size(0), kd = weight.size(1), panels = (n + kPanel - 1) / kPanel;
+    torch::Tensor padded = torch::zeros({panels * kPanel, kd}, weight.options());
+    padded.narrow(0, 0, n).copy_(weight);
+    return padded.view({panels, kPanel, kd}).transpose(1, 2).contiguous();
+  });
 }
 
 // ------------------------------------------------------------------ search's row-wise selection (AVX-512F)
@@ -760,7 +771,9 @@ torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, c
   TORCH_INTERNAL_ASSERT(xz.size(1) == 2 * di && width >= 2 && width <= 4 && w.x_proj.size(0) == rank + 2 * n &&
                         w.x_proj.size(1) == di && w.dt_proj.size(0) == di && w.A_log.size(0) == di);
   TORCH_INTERNAL_ASSERT(conv_state.numel() == b * di * (width - 1) && ssm_state.numel() == b * di * n);
-  const torch::Tensor A = -torch::exp(w.A_log);
+  // A = -exp(A_log), computed once per A_log (and again after it changes).
+  const auto minus_exp = [](const torch::Tensor& a_log) { return -torch::exp(a_log); };
+  const torch::Tensor A = w.A_log.is_inference() ? minus_exp(w.A_log) : derived_from(w.A_log, minus_exp);
   Mamba1Step a;
   a.in = xz.data_ptr<float>();
   a.conv_w = w.conv_weight.data_ptr<float>();

@@ -84,8 +84,11 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
 // (B, di): what kernels::causal_conv1d_step, the two products and
 // kernels::selective_scan_step give, up to float rounding. It applies as
 // mamba2_step does, and only for N a multiple of 16 (mamba1_step_available);
-// elsewhere an undefined tensor. A pure Mamba-1 step went from 504 to 126 profiler
-// events, 9.8 to 8.3 ms at batch 16 on 2 threads (bench/README.md, "decode").
+// elsewhere an undefined tensor. A = -exp(A_log) is computed at the first
+// call for an A_log and kept while it lives and is unchanged (as
+// small_batch_linear keeps its packed weights). A pure Mamba-1 step went
+// from 504 to 126 profiler events, 9.8 to 8.3 ms at batch 16 on 2 threads
+// (bench/README.md, "decode").
 struct Mamba1StepWeights {
   torch::Tensor conv_weight, conv_bias;  // (di, W), (di)
   torch::Tensor x_proj, dt_proj;         // (R + 2N, di), (di, R)
