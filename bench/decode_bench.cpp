@@ -299,7 +299,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "
-         "read, flops) at the rate of the steps' weight product measured for each batch and model\n";
+         "read, flops) at the rate of the steps' weight product measured for each batch and model width\n";
   if (full)
     out << "method: every token decoded (--full), the three models in turns of " << turn
         << " steps; tok/s over all steps; ms/token = median of " << w << " steps after the first " << warm
