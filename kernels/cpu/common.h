@@ -193,4 +193,19 @@ inline void prefetch_rows(const S* row0, int64_t row_stride, int64_t rows, int64
   }
 }
 
+// One channel of the causal conv's decode step: bias + the W taps w against
+// the last W-1 inputs (the state st, oldest first) and the new input x; the
+// state shifts by one to take x. The conv's step kernel and the models' fused
+// decode steps (models/detail/decode_cpu.cpp) run it per channel.
+template <typename S, int W>
+MAMBAMT_INLINE S conv_step_channel(const S* w, S* st, S x, S bias) {
+  constexpr int W1 = W - 1;
+  S acc = bias;
+  for (int k = 0; k < W1; ++k) acc += w[k] * st[k];
+  acc += w[W1] * x;
+  for (int k = 0; k + 1 < W1; ++k) st[k] = st[k + 1];
+  st[W1 - 1] = x;
+  return acc;
+}
+
 }  // namespace mambamt::kernels::cpu

@@ -139,13 +139,7 @@ MAMBAMT_INLINE void step_rows(const ConvStepParams& p, const Ops<S>& ops, int64_
       const int64_t i = i0 + j;
       S* st = static_cast<S*>(p.state) + i * W1;
       const S x = static_cast<const S*>(p.x)[b * p.x_bs + d];
-      const S* w = weight + d * W;
-      S acc = bias ? bias[d] : S(0);
-      for (int k = 0; k < W1; ++k) acc += w[k] * st[k];
-      acc += w[W1] * x;
-      for (int k = 0; k + 1 < W1; ++k) st[k] = st[k + 1];
-      st[W1 - 1] = x;
-      v[j] = acc;
+      v[j] = conv_step_channel<S, W>(weight + d * W, st, x, bias ? bias[d] : S(0));
       if (++d == p.dim) d = 0, ++b;
     }
     S* y = static_cast<S*>(p.y) + i0;

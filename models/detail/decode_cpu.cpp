@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/common.h"
 #include "kernels/cpu/simd.h"
 
 namespace mambamt::models::detail {
@@ -504,17 +505,9 @@ __attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float
 // loops of 1-3 taps took longer than the SSD update of a row on one thread).
 template <int W>
 void conv_step_row(const float* conv_w, const float* conv_b, int64_t channels, float* cs, const float* x, float* u) {
-  constexpr int W1 = W - 1;
-  for (int64_t c = 0; c < channels; ++c) {
-    const float* w = conv_w + c * W;
-    float* s = cs + c * W1;
-    float acc = conv_b ? conv_b[c] : 0.0f;
-    for (int k = 0; k < W1; ++k) acc += w[k] * s[k];
-    acc += w[W1] * x[c];
-    for (int k = 0; k + 1 < W1; ++k) s[k] = s[k + 1];
-    s[W1 - 1] = x[c];
-    u[c] = acc;
-  }
+  for (int64_t c = 0; c < channels; ++c)
+    u[c] = kernels::cpu::conv_step_channel<float, W>(conv_w + c * W, cs + c * (W - 1), x[c],
+                                                     conv_b ? conv_b[c] : 0.0f);
 }
 
 void conv_step_row(int64_t width, const float* conv_w, const float* conv_b, int64_t channels, float* cs,
