@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/store.h"
+#include "slurm/env.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
 #include "train/translate.h"
@@ -87,16 +88,6 @@ struct MpiSession {
     if (owned && !fin) MPI_Finalize();
   }
 };
-
-int env_int(const char* name, int def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  try {
-    return std::stoi(v);
-  } catch (...) {
-    return def;
-  }
-}
 
 void print_summary(const std::string& exp_dir) {
   core::StoreSnapshot s = core::ExperimentStore::read((fs::path(exp_dir) / "store.h5").string());
@@ -170,8 +161,12 @@ Command train_command() {
               MPI_Comm_size(MPI_COMM_WORLD, &size);
               core::log::set_rank(rank);
               if (size > 1) o.group = MPI_COMM_WORLD;
-              o.local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", rank));
-              o.ranks_on_node = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("SLURM_NTASKS_PER_NODE", size));
+              // This node's share as the launcher says (a malformed variable is an
+              // InputError naming it); MPI's own rank and size without one.
+              const slurm::JobEnv job = slurm::read_job_env();
+              const bool launched = job.launcher == slurm::Launcher::mpirun || job.launcher == slurm::Launcher::slurm;
+              o.local_rank = launched ? job.local_rank : rank;
+              o.ranks_on_node = launched ? job.local_size : size;
             }
             o.interactive = rank == 0 && ::isatty(STDERR_FILENO);
             if (o.interactive) {
