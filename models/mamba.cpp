@@ -232,15 +232,12 @@ torch::Tensor MambaImpl::forward(const torch::Tensor& x, const SeqInfo& info, La
 torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerState& state) {
   const int64_t di = options.d_inner();
   torch::Tensor p = detail::linear(x, in_proj);  // (B,width)
-  torch::Tensor y;
-  if (ssd) {
-    y = ssd->step_fused(p, state.mamba);
-    if (y.defined()) return detail::linear(y, out_proj);
+  // The fused CPU pass where it applies, else the kernels' steps.
+  torch::Tensor y = ssd ? ssd->step_fused(p, state.mamba) : selective->step_fused(p, state.mamba);
+  if (!y.defined() && ssd) {
     const int64_t c = options.conv_dim_v2();
     y = ssd->step(p.narrow(1, di, c), p.narrow(1, di + c, options.nheads()), p.narrow(1, 0, di), state.mamba);
-  } else {
-    y = selective->step_fused(p, state.mamba);
-    if (y.defined()) return detail::linear(y, out_proj);
+  } else if (!y.defined()) {
     y = selective->step(p.narrow(1, di, di), p.narrow(1, 0, di), state.mamba);
   }
   return detail::linear(y, out_proj);
