@@ -101,7 +101,12 @@ MlpImpl::MlpImpl(const MlpOptions& o) : options(o) {
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   using detail::linear;
-  if (gate) return linear(torch::silu(linear(x, gate)) * linear(x, up), down);
+  if (gate) {
+    torch::Tensor u = linear(x, up), g = linear(x, gate);
+    // A decode step's (B, F) rows gate in place; other inputs take LibTorch's ops.
+    if (x.dim() == 2 && detail::mul_silu_inplace(u, g)) return linear(u, down);
+    return linear(torch::silu(g) * u, down);
+  }
   return linear(torch::relu(linear(x, up)), down);
 }
 
@@ -170,24 +175,28 @@ void AttentionImpl::init_state(LayerState& state, int64_t batch, int64_t reserve
   c.length = 0;
 }
 
+void AttentionImpl::reserve(KvCache& c, int64_t l) {
+  if (c.window > 0 || c.length + l <= c.capacity()) return;
+  torch::NoGradGuard no_grad;
+  // Grow by doubling: amortised O(1) copies per token.
+  const int64_t cap = std::max(2 * c.capacity(), c.length + l);
+  auto grow = [&](const torch::Tensor& t, int64_t dim) {
+    std::vector<int64_t> shape = t.sizes().vec();
+    shape[dim] = cap;
+    torch::Tensor n = torch::zeros(shape, t.options());
+    n.narrow(dim, 0, c.length).copy_(t.narrow(dim, 0, c.length));
+    return n;
+  };
+  c.k = grow(c.k, 2);
+  c.v = grow(c.v, 2);
+  c.valid = grow(c.valid, 1);
+}
+
 void AttentionImpl::append(KvCache& c, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& valid) {
   torch::NoGradGuard no_grad;
   const int64_t l = k.size(2);
   if (c.window == 0) {
-    if (c.length + l > c.capacity()) {
-      // Grow by doubling: amortised O(1) copies per token.
-      const int64_t cap = std::max(2 * c.capacity(), c.length + l);
-      auto grow = [&](const torch::Tensor& t, int64_t dim) {
-        std::vector<int64_t> shape = t.sizes().vec();
-        shape[dim] = cap;
-        torch::Tensor n = torch::zeros(shape, t.options());
-        n.narrow(dim, 0, c.length).copy_(t.narrow(dim, 0, c.length));
-        return n;
-      };
-      c.k = grow(c.k, 2);
-      c.v = grow(c.v, 2);
-      c.valid = grow(c.valid, 1);
-    }
+    reserve(c, l);
     c.k.narrow(2, c.length, l).copy_(k);
     c.v.narrow(2, c.length, l).copy_(v);
     c.valid.narrow(1, c.length, l).copy_(valid);
@@ -213,20 +222,31 @@ void AttentionImpl::append(KvCache& c, const torch::Tensor& k, const torch::Tens
 
 torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, LayerState& state) {
   const int64_t b = x.size(0), h = options.n_heads(), dh = head_dim();
-  torch::Tensor qkv_ = detail::linear(x, qkv).view({b, 3, h, 1, dh});
+  torch::Tensor qkv_ = detail::linear(x, qkv);
   shared_rope(info, info.position, dh, options.rope_base(), x.scalar_type(), {b, 1, 1, 1, dh / 2});
-  // q and k rotated together, (B,2,H,1,Dh).
-  torch::Tensor qk = apply_rope(qkv_.narrow(1, 0, 2), info.rope_cos, info.rope_sin);
-  torch::Tensor q = qk.select(1, 0), k = qk.select(1, 1), v = qkv_.select(1, 2);  // (B,H,1,Dh)
   KvCache& c = state.self;
-  append(c, k, v, torch::ones({b, 1}, torch::TensorOptions().dtype(torch::kBool).device(x.device())));
+  reserve(c, 1);
+  // q rotated (B,H,Dh), k rotated and v written to the cache in one pass...
+  torch::Tensor q = detail::rotate_append(qkv_, info.rope_cos, info.rope_sin, c.k, c.v, c.valid,
+                                          c.window > 0 ? c.length % c.window : c.length);
+  if (q.defined()) {
+    c.length += 1;
+  } else {
+    // ... or with LibTorch's ops: q and k rotated together, (B,2,H,1,Dh).
+    torch::Tensor qkv5 = qkv_.view({b, 3, h, 1, dh});
+    torch::Tensor qk = apply_rope(qkv5.narrow(1, 0, 2), info.rope_cos, info.rope_sin);
+    q = qk.select(1, 0);  // (B,H,1,Dh)
+    append(c, qk.select(1, 1), qkv5.select(1, 2),
+           torch::ones({b, 1}, torch::TensorOptions().dtype(torch::kBool).device(x.device())));
+  }
   const int64_t n = c.filled();
   torch::Tensor y;
   if (x.is_cpu() && x.scalar_type() == torch::kFloat && !torch::GradMode::is_enabled() && c.k.is_contiguous() &&
       c.v.is_contiguous() && c.valid.is_contiguous() && detail::attend_cached_available())
     y = detail::attend_cached(q, c.k, c.v, c.valid, n);  // reads the cache in place, once
   else
-    y = attend(q, c.k.narrow(2, 0, n), c.v.narrow(2, 0, n), c.valid.narrow(1, 0, n).view({b, 1, 1, n}), 0.0, false);
+    y = attend(q.reshape({b, h, 1, dh}), c.k.narrow(2, 0, n), c.v.narrow(2, 0, n),
+               c.valid.narrow(1, 0, n).view({b, 1, 1, n}), 0.0, false);
   return detail::linear(y.view({b, options.d_model()}), out);
 }
 

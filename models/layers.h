@@ -99,6 +99,8 @@ class AttentionImpl : public MixerImpl {
   int64_t head_dim() const { return options.d_model() / options.n_heads(); }
   // Writes columns [length, length + L) of the cache from k, v (B,H,L,Dh), valid (B,L).
   void append(KvCache& cache, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& valid);
+  // Makes room for L more columns in a full-attention cache (a ring has its window).
+  static void reserve(KvCache& cache, int64_t l);
 };
 TORCH_MODULE(Attention);
 

@@ -41,6 +41,44 @@ void rms_norm_row_scalar(const float* x, const float* w, float* out, int64_t dim
 
 }  // namespace
 
+torch::Tensor rotate_append(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin,
+                            const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& valid,
+                            int64_t col) {
+  if (torch::GradMode::is_enabled() || k_cache.dim() != 4) return {};
+  const int64_t b = k_cache.size(0), h = k_cache.size(1), cap = k_cache.size(2), dh = k_cache.size(3), half = dh / 2;
+  auto cpu_float = [](const torch::Tensor& t) {
+    return t.defined() && t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+  };
+  if (!cpu_float(qkv) || !cpu_float(cos) || !cpu_float(sin) || !cpu_float(k_cache) || !cpu_float(v_cache) ||
+      !valid.is_cpu() || valid.scalar_type() != torch::kBool || !valid.is_contiguous() || dh % 2 != 0 ||
+      qkv.dim() != 2 || qkv.size(0) != b || qkv.size(1) != 3 * h * dh || cos.numel() != b * half ||
+      sin.numel() != b * half || v_cache.sizes() != k_cache.sizes() || valid.dim() != 2 || valid.size(0) != b ||
+      valid.size(1) != cap || col < 0 || col >= cap)
+    return {};
+  torch::Tensor q = torch::empty({b, h, dh}, qkv.options());
+  const float *in = qkv.data_ptr<float>(), *cs = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  float *qp = q.data_ptr<float>(), *kp = k_cache.data_ptr<float>(), *vp = v_cache.data_ptr<float>();
+  bool* vd = valid.data_ptr<bool>();
+  // x1 * cos - x2 * sin, x1 * sin + x2 * cos on the two halves of a head.
+  auto rotate = [half](const float* x, const float* c, const float* s, float* out) {
+    for (int64_t i = 0; i < half; ++i) {
+      out[i] = x[i] * c[i] - x[half + i] * s[i];
+      out[half + i] = x[i] * s[i] + x[half + i] * c[i];
+    }
+  };
+  for (int64_t r = 0; r < b; ++r) {
+    const float *row = in + r * 3 * h * dh, *c = cs + r * half, *s = sn + r * half;
+    for (int64_t j = 0; j < h; ++j) {
+      const int64_t slot = ((r * h + j) * cap + col) * dh;
+      rotate(row + j * dh, c, s, qp + (r * h + j) * dh);
+      rotate(row + (h + j) * dh, c, s, kp + slot);
+      std::copy_n(row + (2 * h + j) * dh, dh, vp + slot);
+    }
+    vd[r * cap + col] = true;
+  }
+  return q;
+}
+
 #ifdef MAMBAMT_DECODE_X86
 namespace {
 
@@ -644,6 +682,18 @@ bool attend_cached_available() {
 
 bool small_batch_linear_available() { return has_avx512f(); }
 
+bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate) {
+  auto ok = [](const torch::Tensor& t) {
+    return t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous() && t.dim() == 2;
+  };
+  if (torch::GradMode::is_enabled() || !has_avx512f() || !ok(up) || !ok(gate) || up.sizes() != gate.sizes())
+    return false;
+  const int64_t n = up.numel();
+  std::vector<float> e(static_cast<size_t>(n));
+  mul_silu<false>(up.data_ptr<float>(), gate.data_ptr<float>(), e.data(), n, kernels::cpu::float_kernels().exp);
+  return true;
+}
+
 void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps) {
   (has_avx512f() ? rms_norm_row_512 : rms_norm_row_scalar)(x, w, out, dim, eps);
 }
@@ -871,6 +921,7 @@ std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, cons
 
 bool attend_cached_available() { return false; }
 bool small_batch_linear_available() { return false; }
+bool mul_silu_inplace(const torch::Tensor&, const torch::Tensor&) { return false; }
 void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps) {
   rms_norm_row_scalar(x, w, out, dim, eps);
 }

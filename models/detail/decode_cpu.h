@@ -98,6 +98,27 @@ bool mamba1_step_available(int64_t d_state);
 torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,
                           const torch::Tensor& ssm_state);
 
+// One decode step's rotary embedding and KV-cache append of an attention
+// layer, in one pass over the rows: qkv (B, 3 H Dh) is the qkv projection's
+// output, each row [q (H Dh) | k (H Dh) | v (H Dh)]; cos and sin hold Dh/2
+// values per row (the tables of each row's position, as rope_tables). Writes
+// k rotated and v into column `col` of the caches k_cache, v_cache
+// (B, H, cap, Dh), sets valid[:, col] (B, cap), and returns q rotated,
+// (B, H, Dh) contiguous: what apply_rope on q and k, the three copies of
+// AttentionImpl::append and a contiguous q give, as one op where those were
+// about twenty small LibTorch ops per layer. It applies without gradients to
+// contiguous float32 CPU tensors (valid bool) with 0 <= col < cap; elsewhere
+// it returns an undefined tensor and the caller keeps the LibTorch ops.
+torch::Tensor rotate_append(const torch::Tensor& qkv, const torch::Tensor& cos, const torch::Tensor& sin,
+                            const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& valid,
+                            int64_t col);
+
+// SwiGLU's gate in a decode step: up *= silu(gate), in place, for (B, F)
+// float32 CPU tensors, contiguous and of one shape, without gradients, on a
+// CPU with AVX-512F; returns whether it did (the caller keeps LibTorch's
+// silu and mul otherwise).
+bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate);
+
 // The per-step selection of search: row-wise log-softmax and row-wise max of
 // (R,V) logits. LibTorch 1.13's ops took 1.2 ms (log_softmax) and 0.34 ms
 // (max over dim 1) for 16 rows of 32000 on 2 threads, 8-10% of a decode step

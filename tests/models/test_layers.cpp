@@ -131,6 +131,31 @@ TEST_CASE("sliding-window attention keeps only the window in its cache", "[model
   CHECK(st.self.length == 10);
 }
 
+TEST_CASE("causal attention steps continue a prefill in both cache kinds and dtypes", "[models][layers]") {
+  // float32 takes the fused rotate-and-append on the CPU, float64 LibTorch's
+  // ops; the full cache grows past its reserve, the ring wraps.
+  for (auto dtype : {torch::kFloat, torch::kDouble})
+    for (int64_t window : {0, 3}) {
+      INFO("dtype " << dtype << ", window " << window);
+      torch::manual_seed(6);
+      Attention att(AttentionOptions(16, 2).window(window).init_std(0.3));
+      att->to(dtype);
+      att->eval();
+      torch::NoGradGuard no_grad;
+      torch::Tensor x = torch::randn({2, 20, 16}, dtype);
+      torch::Tensor full = att->forward(x, SeqInfo::from_mask({}, 2, 20, torch::kCPU), nullptr);
+      LayerState st;
+      att->init_state(st, 2, 2, x.options());  // 16 columns at least
+      att->forward(x.narrow(1, 0, 4), SeqInfo::from_mask({}, 2, 4, torch::kCPU), &st);
+      for (int64_t t = 4; t < 20; ++t) {
+        torch::Tensor y = att->step(x.select(1, t), StepInfo{torch::full({2}, t, torch::kLong)}, st);
+        CHECK(rel_err(y, full.select(1, t)) <= 1e-5);
+      }
+      CHECK(st.self.length == 20);
+      CHECK(st.self.capacity() == (window ? 3 : 32));
+    }
+}
+
 TEST_CASE("checkpoint averaging", "[models][average]") {
   ModelPtr a = tiny_model(tiny_config("hybrid"));
   torch::manual_seed(99);
@@ -413,6 +438,65 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     SelectiveCore odd(MambaOptions(32).version(1).d_state(8));
     odd->init_state(d, 2, torch::TensorOptions());
     CHECK_FALSE(odd->step_fused(torch::randn({2, 2 * di}), d).defined());
+  }
+  SECTION("an attention step's rotary embedding and cache append") {
+    // Head dims of one pair and of several vectors; the column written is
+    // the last one of the cache, the first, one inside.
+    for (int64_t dh : {2, 64})
+      for (int64_t col : {0, 3, 6}) {
+        const int64_t b = 3, h = 2, cap = 7;
+        torch::Tensor qkv = torch::randn({b, 3 * h * dh});
+        auto tables = rope_tables(torch::tensor(std::vector<int64_t>{0, 5, 123}), dh, 10000.0, torch::kFloat);
+        torch::Tensor k = torch::full({b, h, cap, dh}, std::numeric_limits<float>::quiet_NaN());
+        torch::Tensor v = k.clone();
+        torch::Tensor valid = torch::zeros({b, cap}, torch::kBool);
+        torch::Tensor q = models::detail::rotate_append(qkv, tables.first, tables.second, k, v, valid, col);
+        INFO("head dim " << dh << ", column " << col);
+        REQUIRE(q.defined());
+        torch::Tensor parts = qkv.view({b, 3, h, dh});
+        torch::Tensor c = tables.first.view({b, 1, dh / 2}), s = tables.second.view({b, 1, dh / 2});
+        CHECK(q.sizes() == torch::IntArrayRef({b, h, dh}));
+        CHECK(rel_err(q, apply_rope(parts.select(1, 0), c, s)) <= 1e-6);
+        CHECK(rel_err(k.select(2, col), apply_rope(parts.select(1, 1), c, s)) <= 1e-6);
+        CHECK(torch::equal(v.select(2, col), parts.select(1, 2)));
+        CHECK(valid.select(1, col).all().item<bool>());
+        // Nothing else is written.
+        CHECK(valid.sum().item<int64_t>() == b);
+        CHECK(k.isnan().sum().item<int64_t>() == b * h * (cap - 1) * dh);
+        CHECK(v.isnan().sum().item<int64_t>() == b * h * (cap - 1) * dh);
+      }
+    // It declines what it does not cover: a column past the cache, an odd
+    // head dim, a strided input, gradients.
+    torch::Tensor k = torch::zeros({2, 1, 4, 4}), v = torch::zeros({2, 1, 4, 4});
+    torch::Tensor valid = torch::zeros({2, 4}, torch::kBool), cs = torch::ones({2, 2}), sn = torch::zeros({2, 2});
+    torch::Tensor qkv = torch::randn({2, 12});
+    CHECK(models::detail::rotate_append(qkv, cs, sn, k, v, valid, 3).defined());
+    CHECK_FALSE(models::detail::rotate_append(qkv, cs, sn, k, v, valid, 4).defined());
+    CHECK_FALSE(models::detail::rotate_append(torch::randn({2, 24}).narrow(1, 0, 12), cs, sn, k, v, valid, 0)
+                    .defined());
+    torch::Tensor k3 = torch::zeros({2, 1, 4, 3}), v3 = torch::zeros({2, 1, 4, 3});
+    CHECK_FALSE(models::detail::rotate_append(torch::randn({2, 9}), torch::ones({2, 1}), torch::zeros({2, 1}), k3, v3,
+                                              valid, 0)
+                    .defined());
+    torch::AutoGradMode grad(true);
+    CHECK_FALSE(models::detail::rotate_append(qkv, cs, sn, k, v, valid, 0).defined());
+  }
+  SECTION("SwiGLU's gate in place") {
+    if (!models::detail::small_batch_linear_available()) return;  // the MLP keeps silu and mul
+    for (int64_t f : {1, 16, 37, 1408}) {
+      torch::Tensor up = torch::randn({5, f}) * 3, gate = torch::randn({5, f}) * 3;
+      gate[0][0] = -100;  // silu's far tails
+      gate[1][0] = 100;
+      torch::Tensor want = torch::silu(gate) * up;
+      INFO("columns " << f);
+      REQUIRE(models::detail::mul_silu_inplace(up, gate));
+      CHECK(rel_err(up, want) <= 1e-6);
+    }
+    torch::Tensor up = torch::randn({4, 6});
+    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 5})));
+    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({6, 4}).t()));
+    torch::AutoGradMode grad(true);
+    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 6})));
   }
   SECTION("x W^T for a few rows") {
     if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
