@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -53,8 +55,30 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
 std::pair<torch::Tensor, torch::Tensor> rope_tables(const torch::Tensor& positions, int64_t dim, double base,
                                                     torch::ScalarType dtype) {
   TORCH_CHECK(dim % 2 == 0, "RoPE needs an even head dimension, got ", dim);
+  // inv_freq[i] = base^(-2i/dim), angles in float64 so long positions keep them.
+  if (positions.is_cpu() && positions.scalar_type() == torch::kLong && dtype == torch::kFloat) {
+    // One loop where LibTorch's expression below was eleven ops (a decode
+    // step builds these tables for its B positions every step).
+    const int64_t half = dim / 2;
+    std::vector<double> inv(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) inv[i] = std::pow(base, -static_cast<double>(2 * i) / static_cast<double>(dim));
+    const torch::Tensor pc = positions.contiguous();
+    std::vector<int64_t> shape = positions.sizes().vec();
+    shape.push_back(half);
+    torch::Tensor cos = torch::empty(shape, torch::kFloat), sin = torch::empty(shape, torch::kFloat);
+    const int64_t* p = pc.data_ptr<int64_t>();
+    float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+    at::parallel_for(0, pc.numel(), 1024, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j)
+        for (int64_t i = 0; i < half; ++i) {
+          const double ang = static_cast<double>(p[j]) * inv[i];
+          c[j * half + i] = static_cast<float>(std::cos(ang));
+          sn[j * half + i] = static_cast<float>(std::sin(ang));
+        }
+    });
+    return {cos, sin};
+  }
   auto fopts = torch::TensorOptions().dtype(torch::kDouble).device(positions.device());
-  // inv_freq[i] = base^(-2i/dim), in float64 so long positions keep their angle.
   torch::Tensor inv = torch::pow(base, -torch::arange(0, dim, 2, fopts) / static_cast<double>(dim));
   torch::Tensor ang = positions.to(torch::kDouble).unsqueeze(-1) * inv;
   return {torch::cos(ang).to(dtype), torch::sin(ang).to(dtype)};

@@ -111,6 +111,20 @@ TEST_CASE("RMSNorm and RoPE", "[models][layers]") {
   };
   CHECK(score(5, 2) == Approx(score(103, 100)).epsilon(1e-4));
   CHECK(score(0, 0) == Approx((q * k).sum().item<double>()).epsilon(1e-5));
+  // The float32 tables (a loop on the CPU) are the float64 ones rounded, for
+  // positions of any shape, up to long ones.
+  torch::Tensor pos = torch::tensor(std::vector<int64_t>{0, 1, 7, 4095, 100000, 3000000}).view({2, 3});
+  for (int64_t dim : {2, 8, 64}) {
+    auto f = rope_tables(pos, dim, 10000.0, torch::kFloat);
+    auto d = rope_tables(pos, dim, 10000.0, torch::kDouble);
+    INFO("dim " << dim);
+    CHECK(f.first.sizes() == torch::IntArrayRef({2, 3, dim / 2}));
+    CHECK(f.first.scalar_type() == torch::kFloat);
+    CHECK(d.first.scalar_type() == torch::kDouble);
+    CHECK((f.first.to(torch::kDouble) - d.first).abs().max().item<double>() <= 1e-7);
+    CHECK((f.second.to(torch::kDouble) - d.second).abs().max().item<double>() <= 1e-7);
+    CHECK(f.first[1][2][dim / 2 - 1].item<double>() != 1.0);  // the slowest frequency turns too
+  }
 }
 
 TEST_CASE("sliding-window attention keeps only the window in its cache", "[models][layers]") {
