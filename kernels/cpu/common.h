@@ -99,6 +99,10 @@ struct Ops<float> {
                 float* dA, float* sB, float* g) const {
     k.scan_bwd(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
   }
+  void ssd_update(int64_t P, int64_t np, float decay, float dt, float D, const float* x, const float* B,
+                  const float* C, float* h, float* y) const {
+    k.ssd_update(P, np, decay, dt, D, x, B, C, h, y);
+  }
 };
 
 template <>
@@ -126,6 +130,10 @@ struct Ops<double> {
                 const double* a, const double* B, const double* C, const double* H, double* dB, double* dC,
                 double* dh, double* dA, double* sB, double* g) const {
     generic::scan_bwd<double>(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
+  }
+  void ssd_update(int64_t P, int64_t np, double decay, double dt, double D, const double* x, const double* B,
+                  const double* C, double* h, double* y) const {
+    generic::ssd_update<double>(P, np, decay, dt, D, x, B, C, h, y);
   }
 };
 

@@ -49,9 +49,14 @@ void generic_scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, 
   generic::scan_bwd<float>(len, np, dl, u, dy, A, a, B, C, H, dB, dC, dh, dA, sB, g);
 }
 
+void generic_ssd_update(int64_t P, int64_t np, float decay, float dt, float D, const float* x, const float* B,
+                        const float* C, float* h, float* y) {
+  generic::ssd_update<float>(P, np, decay, dt, D, x, B, C, h, y);
+}
+
 const FloatKernels& generic_kernels() {
   static const FloatKernels k{"generic", &generic_gemm, &generic_exp, &generic_softplus, &generic_transpose,
-                              &generic_scan, &generic_scan_states, &generic_scan_bwd};
+                              &generic_scan, &generic_scan_states, &generic_scan_bwd, &generic_ssd_update};
   return k;
 }
 

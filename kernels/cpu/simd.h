@@ -62,6 +62,15 @@ struct FloatKernels {
   void (*scan_bwd)(int64_t len, int64_t np, const float* dl, const float* u, const float* dy, const float* A,
                    const float* a, const float* B, const float* C, const float* H, float* dB, float* dC,
                    float* dh, float* dA, float* sB, float* g);
+
+  // One position of the SSD (Mamba-2) recurrence for the P channels of a
+  // head, which share its step dt, its decay exp(dt A), its skip D and the
+  // vectors B and C of np states (any np):
+  //   h[p] = decay * h[p] + (dt x[p]) B;   y[p] = C.h[p] + D x[p]   for p < P
+  // h (P rows of np floats) is updated in place. The decode steps of the SSD
+  // kernel and of the models' fused Mamba-2 step both run it.
+  void (*ssd_update)(int64_t P, int64_t np, float decay, float dt, float D, const float* x, const float* B,
+                     const float* C, float* h, float* y);
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the

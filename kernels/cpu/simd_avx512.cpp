@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/ssd_update_avx512.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #define MAMBAMT_HAVE_AVX512_KERNELS 1
@@ -352,13 +353,21 @@ void scan_bwd(int64_t len, int64_t np, const float* dl, const float* u, const fl
   });
 }
 
+// cpu/simd.h: ssd_update (cpu/ssd_update_avx512.h, which the models' fused
+// Mamba-2 decode step inlines).
+void ssd_update(int64_t P, int64_t np, float decay, float dt, float D, const float* x, const float* B, const float* C,
+                float* h, float* y) {
+  ssd_update_avx512(P, np, decay, dt, D, x, B, C, h, y);
+}
+
 }  // namespace
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 const FloatKernels* avx512_kernels() {
-  static const FloatKernels k{"avx512", &gemm, &vexp, &vsoftplus, &transpose, &scan, &scan_states, &scan_bwd};
+  static const FloatKernels k{"avx512", &gemm,        &vexp,     &vsoftplus, &transpose,
+                              &scan,    &scan_states, &scan_bwd, &ssd_update};
   __builtin_cpu_init();
   const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&

@@ -105,4 +105,18 @@ void scan_bwd(int64_t len, int64_t np, const S* dl, const S* u, const S* dy, con
   }
 }
 
+template <typename S>
+void ssd_update(int64_t P, int64_t np, S decay, S dt, S D, const S* x, const S* B, const S* C, S* h, S* y) {
+  for (int64_t p = 0; p < P; ++p) {
+    S* row = h + p * np;
+    const S u = dt * x[p];
+    S acc = 0;
+    for (int64_t k = 0; k < np; ++k) {
+      row[k] = decay * row[k] + u * B[k];
+      acc += row[k] * C[k];
+    }
+    y[p] = acc + D * x[p];
+  }
+}
+
 }  // namespace mambamt::kernels::cpu::generic

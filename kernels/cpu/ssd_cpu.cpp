@@ -705,8 +705,8 @@ void backward_impl(const SsdBwdParams& p) {
 // ------------------------------------------------------------- decode step
 
 // Rows (batch, head) [begin, end): the state update and output of each
-// channel in one pass over its N states; the gate's exps in vectorised calls
-// over up to 64 channels.
+// channel in one pass over its N states (the micro-kernels' ssd_update); the
+// gate's exps in vectorised calls over up to 64 channels.
 template <typename S>
 MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t begin, int64_t end) {
   const int64_t H = p.nheads, P = p.headdim, N = p.dstate, hpg = p.nheads / p.ngroups;
@@ -729,16 +729,7 @@ MAMBAMT_INLINE void step_rows(const SsdStepParams& p, const Ops<S>& ops, int64_t
     S* st = static_cast<S*>(p.state) + task * P * N;
     for (int64_t p0 = 0; p0 < P; p0 += kChunk) {
       const int64_t n = std::min(kChunk, P - p0);
-      for (int64_t j = 0; j < n; ++j) {
-        S* row = st + (p0 + j) * N;
-        const S u = dte * x[p0 + j];
-        S acc = 0;
-        for (int64_t k = 0; k < N; ++k) {
-          row[k] = decay * row[k] + u * Bv[k];
-          acc += row[k] * Cv[k];
-        }
-        v[j] = acc + Dh * x[p0 + j];
-      }
+      ops.ssd_update(n, N, decay, dte, Dh, x + p0, Bv, Cv, st + p0 * N, v);
       if (!p.z) {
         std::copy(v, v + n, y + p0);
         continue;

@@ -19,6 +19,7 @@
 
 #include "kernels/cpu/common.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/ssd_update_avx512.h"
 
 namespace mambamt::models::detail {
 namespace {
@@ -513,7 +514,7 @@ struct Mamba2Step {
   float *conv_state, *ssm_state, *out;
   int64_t in_stride, di, channels, width, nheads, headdim, ngroups, dstate;
   float eps;
-  void (*exp)(const float*, float*, int64_t);
+  const kernels::cpu::FloatKernels* k;
 };
 
 // v[i] = v[i] * g[i] * sigmoid(g[i]) (v times SiLU(g)), or with kSiluOnly
@@ -564,48 +565,20 @@ __attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int
   const float* in = a.in + b * a.in_stride;
   const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
   conv_step_row(a.width, a.conv_w, a.conv_b, a.channels, a.conv_state + b * a.channels * (a.width - 1), xbc, u);
-  mul_silu<true>(u, u, e, a.channels, a.exp);
+  mul_silu<true>(u, u, e, a.channels, a.k->exp);
   // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
   const int64_t H = a.nheads, P = a.headdim, N = a.dstate, hpg = H / a.ngroups;
-  const int64_t full = N / 16 * 16;
-  const __mmask16 tail = static_cast<__mmask16>((1u << (N - full)) - 1);
   for (int64_t h = 0; h < H; ++h) {
     float dt = dt_in[h] + a.dt_bias[h];
     if (dt <= 20.0f) dt = std::log1p(std::exp(dt));
-    const __m512 decay = _mm512_set1_ps(std::exp(-std::exp(a.A_log[h]) * dt));
+    const float decay = std::exp(-std::exp(a.A_log[h]) * dt);
     const int64_t g = h / hpg;
     const float *x = u + h * P, *Bv = u + a.di + g * N, *Cv = u + a.di + a.ngroups * N + g * N;
     float* st = a.ssm_state + (b * H + h) * P * N;
-    for (int64_t p = 0; p < P; ++p) {
-      float* row = st + p * N;
-      const __m512 dx = _mm512_set1_ps(dt * x[p]);
-      __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-      int64_t k = 0;
-      for (; k + 32 <= full; k += 32) {
-        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k)));
-        const __m512 s1 =
-            _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k + 16), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k + 16)));
-        _mm512_storeu_ps(row + k, s0);
-        _mm512_storeu_ps(row + k + 16, s1);
-        acc0 = _mm512_fmadd_ps(s0, _mm512_loadu_ps(Cv + k), acc0);
-        acc1 = _mm512_fmadd_ps(s1, _mm512_loadu_ps(Cv + k + 16), acc1);
-      }
-      for (; k < full; k += 16) {
-        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_loadu_ps(row + k), _mm512_mul_ps(dx, _mm512_loadu_ps(Bv + k)));
-        _mm512_storeu_ps(row + k, s0);
-        acc0 = _mm512_fmadd_ps(s0, _mm512_loadu_ps(Cv + k), acc0);
-      }
-      if (tail) {
-        const __m512 s0 = _mm512_fmadd_ps(decay, _mm512_maskz_loadu_ps(tail, row + full),
-                                          _mm512_mul_ps(dx, _mm512_maskz_loadu_ps(tail, Bv + full)));
-        _mm512_mask_storeu_ps(row + full, tail, s0);
-        acc1 = _mm512_fmadd_ps(s0, _mm512_maskz_loadu_ps(tail, Cv + full), acc1);
-      }
-      y[h * P + p] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + a.D[h] * x[p];
-    }
+    kernels::cpu::ssd_update_avx512(P, N, decay, dt, a.D[h], x, Bv, Cv, st, y + h * P);
   }
   // Gate and norm: RMSNorm(y * silu(z)).
-  mul_silu<false>(y, z, e, a.di, a.exp);
+  mul_silu<false>(y, z, e, a.di, a.k->exp);
   rms_norm_row_512(y, a.norm_w, a.out + b * a.di, a.di, a.eps);
 }
 
@@ -790,7 +763,7 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
   a.di = di, a.channels = c, a.width = width, a.nheads = h, a.headdim = di / h, a.ngroups = w.ngroups;
   a.dstate = n;
   a.eps = static_cast<float>(w.eps);
-  a.exp = kernels::cpu::float_kernels().exp;
+  a.k = &kernels::cpu::float_kernels();
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(2 * c + 2 * di);
     for (int64_t r = begin; r < end; ++r)

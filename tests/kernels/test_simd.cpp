@@ -3,6 +3,7 @@
 // with whichever set is picked, so each set is also checked here directly.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -157,6 +158,49 @@ TEST_CASE("simd selective-scan kernels match the recurrence and its gradient in 
         for (int64_t n = 0; n < np; ++n) CHECK(near(dA[n], rdA[n]));
         for (int64_t t = 0; t < len; ++t) CHECK(near(sB[t], rsB[t]));
         for (int64_t t = 0; t < len; ++t) CHECK(near(g[t], rg[t]));
+      }
+  }
+}
+
+// One position of the SSD recurrence for a head's channels, with state sizes
+// below one vector, of whole vectors (one, two, three) and with a masked or
+// scalar tail, against the recurrence in double precision.
+TEST_CASE("simd SSD decode update matches the recurrence in double precision", "[kernels]") {
+  std::mt19937 rng(8);
+  std::normal_distribution<double> nd;
+  for (const auto* k : sets()) {
+    INFO("kernel set " << k->name);
+    for (int64_t np : {1, 7, 8, 16, 20, 32, 48, 64, 77})
+      for (int64_t P : {1, 3, 64}) {
+        std::vector<double> x(P), B(np), C(np), h(P * np), yd(P);
+        for (auto& v : x) v = nd(rng);
+        for (auto& v : B) v = nd(rng);
+        for (auto& v : C) v = nd(rng);
+        for (auto& v : h) v = nd(rng);
+        const double decay = 0.83, dt = 0.41, D = -0.7;
+        std::vector<float> xf(x.begin(), x.end()), Bf(B.begin(), B.end()), Cf(C.begin(), C.end());
+        std::vector<float> hf(h.begin(), h.end()), yf(P, 0.0f);
+        std::vector<double> hd = h;
+        cpu::generic::ssd_update<double>(P, np, decay, dt, D, x.data(), B.data(), C.data(), hd.data(), yd.data());
+        k->ssd_update(P, np, static_cast<float>(decay), static_cast<float>(dt), static_cast<float>(D), xf.data(),
+                      Bf.data(), Cf.data(), hf.data(), yf.data());
+        INFO("states " << np << ", channels " << P);
+        double herr = 0, yerr = 0, hscale = 0, yscale = 0;
+        for (int64_t i = 0; i < P * np; ++i) {
+          herr = std::max(herr, std::abs(hf[i] - hd[i]));
+          hscale = std::max(hscale, std::abs(hd[i]));
+        }
+        for (int64_t p = 0; p < P; ++p) {
+          yerr = std::max(yerr, std::abs(yf[p] - yd[p]));
+          yscale = std::max(yscale, std::abs(yd[p]));
+        }
+        CHECK(herr <= 1e-6 * hscale);
+        CHECK(yerr <= 1e-5 * std::max(1.0, yscale));
+        // The reference itself, by hand for the first channel.
+        CHECK(hd[0] == Approx(decay * h[0] + dt * x[0] * B[0]));
+        double y0 = D * x[0];
+        for (int64_t i = 0; i < np; ++i) y0 += C[i] * hd[i];
+        CHECK(yd[0] == Approx(y0));
       }
   }
 }
