@@ -77,22 +77,33 @@ TEST_CASE("Bi-Mamba: padding changes neither scan direction", "[models][layers][
 }
 
 TEST_CASE("causal Mamba: prefill state continues like the whole sequence", "[models][layers]") {
-  for (int64_t version : {2, 1}) {
-    SECTION("Mamba-" + std::to_string(version)) {
-      torch::manual_seed(2);
-      Mamba m(MambaOptions(16).version(version).d_state(4).headdim(8).init_std(0.2));
-      torch::NoGradGuard no_grad;
-      torch::Tensor x = torch::randn({2, 7, 16});
-      torch::Tensor full = m->forward(x, SeqInfo::from_mask({}, 2, 7, torch::kCPU), nullptr);
-      LayerState st;
-      m->init_state(st, 2, 0, x.options());
-      m->forward(x.narrow(1, 0, 4), SeqInfo::from_mask({}, 2, 4, torch::kCPU), &st);
-      for (int64_t t = 4; t < 7; ++t) {
-        torch::Tensor y = m->step(x.select(1, t), StepInfo{torch::full({2}, t, torch::kLong)}, st);
-        CHECK(rel_err(y, full.select(1, t)) <= 1e-5);
+  // d_state 16: the fused steps of both versions; 4: Mamba-1 takes the kernels' steps.
+  for (int64_t version : {2, 1})
+    for (int64_t d_state : {4, 16})
+      SECTION("Mamba-" + std::to_string(version) + " d_state " + std::to_string(d_state)) {
+        torch::manual_seed(2);
+        Mamba m(MambaOptions(16).version(version).d_state(d_state).headdim(8).init_std(0.2));
+        torch::NoGradGuard no_grad;
+        // A skip D other than its initial ones, which the steps must carry too.
+        int skips = 0;
+        for (auto& p : m->named_parameters()) {
+          const std::string& name = p.key();
+          if (name == "D" || (name.size() > 2 && name.compare(name.size() - 2, 2, ".D") == 0)) {
+            p.value().uniform_(-1.5, 1.5);
+            ++skips;
+          }
+        }
+        REQUIRE(skips == 1);
+        torch::Tensor x = torch::randn({2, 7, 16});
+        torch::Tensor full = m->forward(x, SeqInfo::from_mask({}, 2, 7, torch::kCPU), nullptr);
+        LayerState st;
+        m->init_state(st, 2, 0, x.options());
+        m->forward(x.narrow(1, 0, 4), SeqInfo::from_mask({}, 2, 4, torch::kCPU), &st);
+        for (int64_t t = 4; t < 7; ++t) {
+          torch::Tensor y = m->step(x.select(1, t), StepInfo{torch::full({2}, t, torch::kLong)}, st);
+          CHECK(rel_err(y, full.select(1, t)) <= 1e-5);
+        }
       }
-    }
-  }
 }
 
 TEST_CASE("RMSNorm and RoPE", "[models][layers]") {
