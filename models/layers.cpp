@@ -127,8 +127,7 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   using detail::linear;
   if (gate) {
     torch::Tensor u = linear(x, up), g = linear(x, gate);
-    // A decode step's (B, F) rows gate in place; other inputs take LibTorch's ops.
-    if (x.dim() == 2 && detail::mul_silu_inplace(u, g)) return linear(u, down);
+    if (detail::mul_silu_inplace(u, g)) return linear(u, down);  // without gradients, on the CPU
     return linear(torch::silu(g) * u, down);
   }
   return linear(torch::relu(linear(x, up)), down);

@@ -656,14 +656,25 @@ bool attend_cached_available() {
 bool small_batch_linear_available() { return has_avx512f(); }
 
 bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate) {
-  auto ok = [](const torch::Tensor& t) {
-    return t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous() && t.dim() == 2;
-  };
+  auto ok = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); };
   if (torch::GradMode::is_enabled() || !has_avx512f() || !ok(up) || !ok(gate) || up.sizes() != gate.sizes())
     return false;
-  const int64_t n = up.numel();
-  std::vector<float> e(static_cast<size_t>(n));
-  mul_silu<false>(up.data_ptr<float>(), gate.data_ptr<float>(), e.data(), n, kernels::cpu::float_kernels().exp);
+  float* u = up.data_ptr<float>();
+  const float* g = gate.data_ptr<float>();
+  const auto exp = kernels::cpu::float_kernels().exp;
+  // Chunks of 32K values: a decode step's rows in one, on this thread; a
+  // prefill's in parallel.
+  constexpr int64_t kChunk = 1 << 15;
+  auto chunks = [&](int64_t begin, int64_t end) {
+    std::vector<float> e(static_cast<size_t>(kChunk));
+    for (int64_t c = begin; c < end; ++c) {
+      const int64_t from = c * kChunk, n = std::min(kChunk, up.numel() - from);
+      mul_silu<false>(u + from, g + from, e.data(), n, exp);
+    }
+  };
+  const int64_t count = (up.numel() + kChunk - 1) / kChunk;
+  if (count <= 1) chunks(0, count);
+  else at::parallel_for(0, count, 1, chunks);
   return true;
 }
 

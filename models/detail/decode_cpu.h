@@ -113,10 +113,11 @@ torch::Tensor rotate_append(const torch::Tensor& qkv, const torch::Tensor& cos, 
                             const torch::Tensor& k_cache, const torch::Tensor& v_cache, const torch::Tensor& valid,
                             int64_t col);
 
-// SwiGLU's gate in a decode step: up *= silu(gate), in place, for (B, F)
-// float32 CPU tensors, contiguous and of one shape, without gradients, on a
-// CPU with AVX-512F; returns whether it did (the caller keeps LibTorch's
-// silu and mul otherwise).
+// SwiGLU's gate without gradients: up *= silu(gate), in place, for float32
+// CPU tensors, contiguous and of one shape (a decode step's rows, a
+// prefill's), on a CPU with AVX-512F, in one pass where silu and mul made two
+// tensors; returns whether it did (the caller keeps LibTorch's silu and mul
+// otherwise).
 bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate);
 
 // The per-step selection of search: row-wise log-softmax and row-wise max of

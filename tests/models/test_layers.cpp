@@ -508,12 +508,14 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   }
   SECTION("SwiGLU's gate in place") {
     if (!models::detail::small_batch_linear_available()) return;  // the MLP keeps silu and mul
-    for (int64_t f : {1, 16, 37, 1408}) {
-      torch::Tensor up = torch::randn({5, f}) * 3, gate = torch::randn({5, f}) * 3;
-      gate[0][0] = -100;  // silu's far tails
-      gate[1][0] = 100;
+    // A step's rows (one chunk), and a prefill's (B, L, F) over several
+    // chunks of 32K values, the last one partial.
+    for (auto shape : {std::vector<int64_t>{5, 1}, {5, 16}, {5, 37}, {5, 1408}, {3, 100, 1408}}) {
+      torch::Tensor up = torch::randn(shape) * 3, gate = torch::randn(shape) * 3;
+      gate.view(-1)[0] = -100;  // silu's far tails
+      gate.view(-1)[1] = 100;
       torch::Tensor want = torch::silu(gate) * up;
-      INFO("columns " << f);
+      INFO("shape " << up.sizes());
       REQUIRE(models::detail::mul_silu_inplace(up, gate));
       CHECK(rel_err(up, want) <= 1e-6);
     }
