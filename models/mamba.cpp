@@ -234,11 +234,10 @@ torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerStat
   torch::Tensor p = detail::linear(x, in_proj);  // (B,width)
   // The fused CPU pass where it applies, else the kernels' steps.
   torch::Tensor y = ssd ? ssd->step_fused(p, state.mamba) : selective->step_fused(p, state.mamba);
-  if (!y.defined() && ssd) {
+  if (!y.defined()) {
     const int64_t c = options.conv_dim_v2();
-    y = ssd->step(p.narrow(1, di, c), p.narrow(1, di + c, options.nheads()), p.narrow(1, 0, di), state.mamba);
-  } else if (!y.defined()) {
-    y = selective->step(p.narrow(1, di, di), p.narrow(1, 0, di), state.mamba);
+    y = ssd ? ssd->step(p.narrow(1, di, c), p.narrow(1, di + c, options.nheads()), p.narrow(1, 0, di), state.mamba)
+            : selective->step(p.narrow(1, di, di), p.narrow(1, 0, di), state.mamba);
   }
   return detail::linear(y, out_proj);
 }
