@@ -87,6 +87,11 @@ double multiply_add_rate(int64_t b, int64_t d) {
   return 2.0 * static_cast<double>(b * n * d) / best;
 }
 
+// Bytes of the decoder weights a step reads (float32 parameters).
+double weight_bytes_of(const models::TranslationModel& m) {
+  return 4.0 * static_cast<double>(m.decoder_parameter_count());
+}
+
 // Bytes one step reads in the memory-bound model: the decoder weights once, the
 // KV caches and cross K/V read, the Mamba (and other recurrent) states read and written.
 double step_bytes(const models::StateBytes& sb, double weight_bytes) {
@@ -340,9 +345,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     // each step's weights take the longer of reading them and their
     // multiply-adds; the caches and states are read (and written) at bw.
     auto roof_s = [&](size_t k, double bytes, double steps) {
-      const double weights = static_cast<double>(ms[k]->decoder_parameter_count());
-      const double per_step = std::max(4.0 * weights / bw, 2.0 * static_cast<double>(b) * weights / rate[k]);
-      return steps * per_step + (bytes - steps * 4.0 * weights) / bw;
+      const double wb = weight_bytes_of(*ms[k]);  // 4 bytes, one multiply-add per weight and row
+      const double per_step = std::max(wb / bw, 2.0 * static_cast<double>(b) * (wb / 4.0) / rate[k]);
+      return steps * per_step + (bytes - steps * wb) / bw;
     };
     auto finish = [&](Result& r, size_t k, int64_t len, const Trace* all) {
       const double mean_s = simpson(r.start.step_s, r.mid.step_s, r.end.step_s);
@@ -363,7 +368,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     auto decoding = [&](size_t k) {
       Decoding d;
       d.model = ms[k].get();
-      d.weight_bytes = static_cast<double>(d.model->decoder_parameter_count()) * 4.0;
+      d.weight_bytes = weight_bytes_of(*d.model);
       return d;
     };
     if (full) {
