@@ -46,9 +46,10 @@ torch::Tensor conv_seq(const torch::Tensor& x, const torch::Tensor& mask, const 
   return r.y.transpose(1, 2).contiguous();  // (B,L,C)
 }
 
+// A row that is all padding keeps the initial (zero) state: its inputs are zeroed.
 void check_prefill(const torch::Tensor& mask) {
   if (!mask.defined()) return;
-  TORCH_CHECK(mask.select(1, mask.size(1) - 1).all().item<bool>(),
+  TORCH_CHECK(mask.select(1, mask.size(1) - 1).logical_or(mask.any(1).logical_not()).all().item<bool>(),
               "Mamba prefill: padding must be on the left so the state ends at a real token");
 }
 

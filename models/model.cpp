@@ -102,17 +102,34 @@ std::pair<torch::Tensor, torch::Tensor> align_padding(const torch::Tensor& ids, 
 int64_t TranslationModel::parameter_count() const { return numel_of(parameters()); }
 
 namespace {
-void check_prefix(const torch::Tensor& src, const torch::Tensor& prefix) {
+void check_prefix(const torch::Tensor& src, const torch::Tensor& prefix, const torch::Tensor& lengths) {
   check_ids(prefix, "prefix");
   TORCH_CHECK(prefix.size(0) == src.size(0) && prefix.size(1) >= 1, "prefill: prefix must be (B,T) with B = ",
               src.size(0), " and T >= 1, got ", prefix.sizes());
+  if (!lengths.defined()) return;
+  TORCH_CHECK(lengths.dim() == 1 && lengths.size(0) == prefix.size(0) && !lengths.is_floating_point(),
+              "prefill: lengths must be (B) integers with B = ", prefix.size(0), ", got ", lengths.sizes());
+  TORCH_CHECK(lengths.ge(0).logical_and(lengths.le(prefix.size(1))).all().item<bool>(),
+              "prefill: every length must be in [0, ", prefix.size(1), "], got ", lengths);
+}
+
+// Row b's prefix in its last lengths[b] columns (left padding: the causal
+// stacks' states then end at every row's own last token); with lengths
+// undefined, prefix as it is and no mask.
+std::pair<torch::Tensor, torch::Tensor> left_aligned(const torch::Tensor& prefix, const torch::Tensor& lengths) {
+  torch::Tensor ids = prefix.to(torch::kLong);
+  if (!lengths.defined()) return {ids, torch::Tensor()};
+  torch::Tensor t = torch::arange(prefix.size(1), ids.options()).unsqueeze(0);
+  return align_padding(ids, t < lengths.to(ids.device(), torch::kLong).unsqueeze(1), /*left=*/true);
 }
 }  // namespace
 
 InferenceState TranslationModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
-                                         const torch::Tensor& prefix, int64_t reserve) {
+                                         const torch::Tensor& prefix, int64_t reserve, const torch::Tensor& lengths) {
   torch::NoGradGuard no_grad;
-  check_prefix(src, prefix);
+  check_prefix(src, prefix, lengths);
+  TORCH_CHECK(!lengths.defined() || lengths.eq(prefix.size(1)).all().item<bool>(), "prefill: model kind `", kind(),
+              "` steps through a prefix and takes no rows of different lengths (prefills_ragged() is false)");
   InferenceState st = start(src, src_mask, std::max(reserve, prefix.size(1)));
   for (int64_t t = 0; t < prefix.size(1); ++t) step(st, prefix.select(1, t));
   return st;
@@ -250,18 +267,22 @@ InferenceState EncoderDecoderModel::start(const torch::Tensor& src, const torch:
 }
 
 InferenceState EncoderDecoderModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
-                                            const torch::Tensor& prefix, int64_t reserve) {
+                                            const torch::Tensor& prefix, int64_t reserve,
+                                            const torch::Tensor& lengths) {
   torch::NoGradGuard no_grad;
-  check_prefix(src, prefix);
+  check_prefix(src, prefix, lengths);
   Memory m = encode(src, src_mask);
   InferenceState st;
   const int64_t b = src.size(0), t = prefix.size(1);
   st.layers = decoder->init_states(b, std::max(reserve, t), m.enc.options(), &m);
   // The decoder's teacher-forced pass with states: attention layers append the
-  // prefix's K/V to their caches, Mamba layers leave their conv and SSM states.
-  SeqInfo info = SeqInfo::from_mask(torch::Tensor(), b, t, prefix.device());
-  decoder(tgt_embed(prefix.to(torch::kLong)), info, &m, &st.layers);
-  st.position = torch::full({b}, t, src.options().dtype(torch::kLong));
+  // prefix's K/V to their caches (padding columns marked invalid), Mamba layers
+  // leave their conv and SSM states. Positions count each row's own tokens.
+  auto [ids, mask] = left_aligned(prefix, lengths);
+  SeqInfo info = SeqInfo::from_mask(mask, b, t, prefix.device());
+  decoder(tgt_embed(ids), info, &m, &st.layers);
+  st.position = lengths.defined() ? lengths.to(src.device(), torch::kLong).clone()
+                                  : torch::full({b}, t, src.options().dtype(torch::kLong));
   st.src_len = m.mask.sum(1);
   return st;
 }
@@ -383,20 +404,26 @@ InferenceState DecoderOnlyModel::start(const torch::Tensor& src, const torch::Te
 }
 
 InferenceState DecoderOnlyModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
-                                         const torch::Tensor& prefix, int64_t reserve) {
+                                         const torch::Tensor& prefix, int64_t reserve, const torch::Tensor& lengths) {
   torch::NoGradGuard no_grad;
-  check_prefix(src, prefix);
+  check_prefix(src, prefix, lengths);
   Prompt p = prompt(src, src_mask);
   const int64_t b = p.ids.size(0), t = prefix.size(1);
   // The prompt and the prefix in one causal pass: [pad ...] s_1 .. eos [boundary] bos t_1 ..
+  // A ragged prefix's padding moves to the front too, so no row has a gap.
   torch::Tensor ids = torch::cat({p.ids, prefix.to(p.ids.scalar_type())}, 1);
-  torch::Tensor mask = torch::cat({p.mask, torch::ones({b, t}, p.mask.options())}, 1);
+  torch::Tensor tail = torch::ones({b, t}, p.mask.options());
+  if (lengths.defined())
+    tail = torch::arange(t, p.lengths.options()).unsqueeze(0) < lengths.to(p.lengths.device()).unsqueeze(1);
+  torch::Tensor mask = torch::cat({p.mask, tail}, 1);
+  if (lengths.defined()) std::tie(ids, mask) = align_padding(ids, mask, /*left=*/true);
   torch::Tensor x = embed(ids);
   InferenceState st;
   st.layers = decoder->init_states(b, p.ids.size(1) + std::max(reserve, t), x.options(), nullptr);
   SeqInfo info = SeqInfo::from_mask(mask, b, ids.size(1), ids.device());
   decoder(x, info, nullptr, &st.layers);
-  st.position = p.lengths + t;
+  st.position = p.lengths + (lengths.defined() ? lengths.to(p.lengths.device(), torch::kLong)
+                                               : torch::full_like(p.lengths, t));
   st.src_len = bool_mask(src_mask, src).sum(1);
   return st;
 }

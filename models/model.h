@@ -84,16 +84,23 @@ class TranslationModel : public torch::nn::Module {
   // Feeds tokens (B) int64, one per row (bos first), and returns the logits
   // (B,V) of the next token. The state advances by one position in every row.
   virtual torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) = 0;
-  // start() and then the target prefix (B,T) int64, T >= 1, no padding (bos
-  // t_1 .. t_{T-1}), fed as one teacher-forced pass: the state that T step()
-  // calls with prefix's columns would leave (positioned before token T+1; the
-  // logits of the prefix are not computed). `reserve` counts the target tokens
-  // expected in all, the prefix included. The default steps through the prefix;
-  // the encoder-decoder and decoder-only kinds prefill it in parallel (what
-  // `bench decode` uses to reach a long output position without decoding it,
-  // and search.h for the forced target prefix its rows share).
+  // start() and then the target prefix (B,T) int64, T >= 1 (bos t_1 ..
+  // t_{T-1}), fed as one teacher-forced pass: the state that T step() calls
+  // with prefix's columns would leave (positioned before token T+1; the logits
+  // of the prefix are not computed). With `lengths` (B) int64, row b's prefix
+  // is its first lengths[b] tokens (0 <= lengths[b] <= T; the rest of the row
+  // is padding and ignored): the state of every row is the one its own
+  // lengths[b] steps would leave, ready for its token lengths[b] + 1, even
+  // though the rows then step together. `reserve` counts the target tokens
+  // expected in all, the prefix included. The default steps through the
+  // prefix and takes no ragged lengths (prefills_ragged() false); the
+  // encoder-decoder and decoder-only kinds prefill in parallel, ragged too
+  // (what `bench decode` uses to reach a long output position without
+  // decoding it, and search.h for forced target prefixes).
   virtual InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
-                                 int64_t reserve = 64);
+                                 int64_t reserve = 64, const torch::Tensor& lengths = {});
+  // Whether prefill() takes prefixes of different lengths in one batch.
+  virtual bool prefills_ragged() const { return false; }
 
   // Teacher forcing like forward(), but the decoder's final hidden states
   // (B,T,D) at the target positions: after the decoder's final norm, before
@@ -159,7 +166,8 @@ class EncoderDecoderModel : public TranslationModel {
   InferenceState start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve = 64) override;
   torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) override;
   InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
-                         int64_t reserve = 64) override;
+                         int64_t reserve = 64, const torch::Tensor& lengths = {}) override;
+  bool prefills_ragged() const override { return true; }
   int64_t decoder_parameter_count() const override;
   torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
                              const torch::Tensor& tgt_mask) override;
@@ -190,7 +198,8 @@ class DecoderOnlyModel : public TranslationModel {
   InferenceState start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve = 64) override;
   torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) override;
   InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
-                         int64_t reserve = 64) override;
+                         int64_t reserve = 64, const torch::Tensor& lengths = {}) override;
+  bool prefills_ragged() const override { return true; }
   int64_t decoder_parameter_count() const override;
   torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
                              const torch::Tensor& tgt_mask) override;

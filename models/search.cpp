@@ -61,45 +61,53 @@ std::vector<int64_t> prefix_lengths(const Prefixes& prefixes, int64_t b) {
   return out;
 }
 
-// Target positions to reserve in the state: the longest prefix plus output.
-int64_t reserve_for(const std::vector<int64_t>& max_len, const std::vector<int64_t>& plen) {
-  int64_t longest = 1;
-  for (size_t i = 0; i < max_len.size(); ++i) longest = std::max(longest, max_len[i] + plen[i]);
-  return longest;
-}
-
-// The state at the first step of a search, and the tokens fed there. The
-// forced prefix that every row has (its first min-length tokens) goes through
-// TranslationModel::prefill in one teacher-forced pass: bos and the first
-// common - 1 prefix tokens, the state that as many steps would leave. The search
-// then starts at step `common`, feeding each row's prefix token common - 1.
-// Without a common prefix it is start() at step 0, feeding bos.
+// The state at the first step of a search, the tokens fed there, and for
+// each row the target index of that token (0 = bos, j = its prefix token j).
+// Rows with a forced prefix go through TranslationModel::prefill: where the
+// model kind prefills ragged prefixes (and options.prefill_prefixes), each
+// row's whole prefix but its last token (bos and p_1 .. p_{n-1}), so every row
+// starts at its prefix's last token; otherwise the part every row has (bos and
+// the first common - 1 tokens, common the shortest prefix), and the search
+// feeds the rest one step at a time. Without prefixes it is start() at bos.
 struct SearchStart {
   InferenceState state;
-  int64_t step = 0;
   std::vector<int64_t> tokens;
+  std::vector<int64_t> index;
 };
 
 SearchStart search_start(TranslationModel& model, const torch::Tensor& src, const torch::Tensor& mask,
-                         int64_t reserve, const Prefixes& prefixes, const std::vector<int64_t>& plen, int64_t bos) {
+                         const std::vector<int64_t>& max_len, const Prefixes& prefixes,
+                         const std::vector<int64_t>& plen, int64_t bos, const SearchOptions& o) {
   const int64_t b = src.size(0);
   const int64_t common = plen.empty() ? 0 : *std::min_element(plen.begin(), plen.end());
+  const int64_t longest = plen.empty() ? 0 : *std::max_element(plen.begin(), plen.end());
+  const bool ragged = longest > common && o.prefill_prefixes && model.prefills_ragged();
+  const int64_t fed_len = ragged ? longest : common;  // prefill columns
+  // Target positions the state holds by the end: the prefill, then one per
+  // step until the last row ends (rows step together).
+  int64_t reserve = 1;
+  for (size_t i = 0; i < max_len.size(); ++i)
+    reserve = std::max(reserve, (ragged ? fed_len : plen[i]) + max_len[i]);
   SearchStart s;
-  if (common == 0) {
+  if (fed_len == 0) {
     s.state = model.start(src, mask, reserve);
     s.tokens.assign(static_cast<size_t>(b), bos);
+    s.index.assign(static_cast<size_t>(b), 0);
     return s;
   }
-  torch::Tensor fed = torch::empty({b, common}, torch::kLong);
+  torch::Tensor fed = torch::full({b, fed_len}, bos, torch::kLong);  // padding: any token id
+  std::vector<int64_t> lengths;
   auto fa = fed.accessor<int64_t, 2>();
   for (int64_t i = 0; i < b; ++i) {
     const auto& p = prefixes[static_cast<size_t>(i)];
-    fa[i][0] = bos;
-    for (int64_t j = 1; j < common; ++j) fa[i][j] = p[static_cast<size_t>(j - 1)];
-    s.tokens.push_back(p[static_cast<size_t>(common - 1)]);
+    const int64_t n = ragged ? plen[static_cast<size_t>(i)] : common;  // tokens this row is fed in the prefill
+    for (int64_t j = 1; j < n; ++j) fa[i][j] = p[static_cast<size_t>(j - 1)];
+    s.tokens.push_back(n == 0 ? bos : p[static_cast<size_t>(n - 1)]);
+    s.index.push_back(n);
+    lengths.push_back(n);
   }
-  s.state = model.prefill(src, mask, fed.to(src.device()), reserve);
-  s.step = common;
+  s.state = model.prefill(src, mask, fed.to(src.device()), reserve,
+                          ragged ? torch::tensor(lengths, torch::kLong).to(src.device()) : torch::Tensor());
   return s;
 }
 
@@ -118,7 +126,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
   std::vector<int64_t> max_len = max_lengths(mask.sum(1), o);
   const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
 
-  SearchStart begin = search_start(model, src, mask, reserve_for(max_len, plen), prefixes, plen, ids.bos);
+  SearchStart begin = search_start(model, src, mask, max_len, prefixes, plen, ids.bos, o);
   InferenceState& st = begin.state;
   std::vector<Hypothesis> out(static_cast<size_t>(b));
   std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
@@ -127,8 +135,13 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
   torch::Tensor tokens = torch::tensor(begin.tokens, torch::kLong).to(src.device());
   std::vector<int64_t> position(static_cast<size_t>(b));
 
-  for (int64_t t = begin.step;; ++t) {
-    for (size_t r = 0; r < rows.size(); ++r) position[r] = t - plen[static_cast<size_t>(rows[r])];
+  // At step i, row r is fed the target token of index i + begin.index[source].
+  auto target_index = [&](int64_t i, size_t src_id) { return i + begin.index[src_id]; };
+  for (int64_t i = 0;; ++i) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const size_t src_id = static_cast<size_t>(rows[r]);
+      position[r] = target_index(i, src_id) - plen[src_id];
+    }
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);
     auto best = detail::max_rows(lp);
     torch::Tensor best_lp = std::get<0>(best).to(torch::kCPU, torch::kDouble);
@@ -141,6 +154,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
       next[r] = tka[static_cast<int64_t>(r)];
       if (!live[r]) continue;
       const size_t src_id = static_cast<size_t>(rows[r]);
+      const int64_t t = target_index(i, src_id);
       if (t < plen[src_id]) {  // still in the forced prefix
         next[r] = prefixes[src_id][static_cast<size_t>(t)];
         keep.push_back(static_cast<int64_t>(r));
@@ -192,7 +206,7 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   const std::vector<int64_t> plen = prefix_lengths(prefixes, b);
   auto dev = src.device();
 
-  SearchStart begin = search_start(model, src, mask, reserve_for(max_len, plen), prefixes, plen, ids.bos);
+  SearchStart begin = search_start(model, src, mask, max_len, prefixes, plen, ids.bos, o);
   InferenceState& st = begin.state;
   st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
 
@@ -206,11 +220,15 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   std::vector<std::vector<int64_t>> hist(static_cast<size_t>(b * k));  // tokens of each row
   torch::Tensor tokens = torch::tensor(begin.tokens, torch::kLong).repeat_interleave(k).to(dev);
 
-  for (int64_t t = begin.step; !active.empty(); ++t) {
+  // At step i, source s's rows are fed the target token of index i + begin.index[s].
+  auto target_index = [&](int64_t i, int64_t src_id) { return i + begin.index[static_cast<size_t>(src_id)]; };
+  for (int64_t i = 0; !active.empty(); ++i) {
     const int64_t a = static_cast<int64_t>(active.size());
     std::vector<int64_t> position(static_cast<size_t>(a * k));
-    for (int64_t s = 0; s < a * k; ++s)
-      position[static_cast<size_t>(s)] = t - plen[static_cast<size_t>(active[static_cast<size_t>(s / k)])];
+    for (int64_t s = 0; s < a * k; ++s) {
+      const int64_t src_id = active[static_cast<size_t>(s / k)];
+      position[static_cast<size_t>(s)] = target_index(i, src_id) - plen[static_cast<size_t>(src_id)];
+    }
     torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);  // (A*k, V)
     const int64_t v = lp.size(1);
     // The 2k best continuations of each source (CPU tensors, float64 sums).
@@ -237,7 +255,7 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
         }
         continue;
       }
-      const int64_t forced = plen[static_cast<size_t>(src_id)];
+      const int64_t forced = plen[static_cast<size_t>(src_id)], t = target_index(i, src_id);
       if (t < forced) {
         // In the forced prefix: beam 0 is fed the next prefix token, unscored;
         // the other beams stay dead.

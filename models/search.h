@@ -31,6 +31,11 @@ struct SearchOptions {
   // Drop the rows of finished sources from the batch as they finish (less
   // work); false keeps the batch whole until every source is done.
   bool compact = true;
+  // Forced prefixes of different lengths: true feeds each row's whole prefix in
+  // one prefill where the model kind can (TranslationModel::prefills_ragged);
+  // false (and kinds that cannot) prefill the part of the shortest and feed
+  // the rest one step at a time. The hypotheses are the same.
+  bool prefill_prefixes = true;
 };
 
 struct Hypothesis {

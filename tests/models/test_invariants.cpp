@@ -129,6 +129,65 @@ TEST_CASE("prefill of a target prefix leaves the state that stepping through it 
   }
 }
 
+TEST_CASE("a ragged prefill leaves every row the state of its own prefix", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  torch::manual_seed(5);
+  const int64_t t = 6;
+  torch::Tensor prefix = torch::randint(5, kVocab, {3, t}, torch::kLong);
+  prefix.select(1, 0).fill_(2);  // bos
+  const torch::Tensor next = torch::randint(5, kVocab, {3, 3}, torch::kLong);
+  // Rows of 4, 0 and 6 tokens (longer than the local windows of 3), then 1, 6, 3.
+  for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{4, 0, 6}, std::vector<int64_t>{1, 6, 3}})
+  for (const Variant& v : variants()) {
+    SECTION(v.name + ", lengths " + std::to_string(lengths[0]) + " " + std::to_string(lengths[1]) + " " +
+            std::to_string(lengths[2])) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor len = torch::tensor(lengths, torch::kLong);
+      if (!m->prefills_ragged()) {
+        CHECK_THROWS_WITH(m->prefill(batch.src, batch.src_mask, prefix, 2, len),
+                          Catch::Contains("rows of different lengths"));
+        // Equal lengths are a plain prefill.
+        InferenceState st = m->prefill(batch.src, batch.src_mask, prefix, 2, torch::full({3}, t, torch::kLong));
+        CHECK(st.position.eq(st.position[0]).all().item<bool>());
+        continue;
+      }
+      // Padding in the prefix's padded columns must not matter: fill it with other tokens.
+      torch::Tensor noisy = prefix.clone();
+      for (int64_t b = 0; b < 3; ++b)
+        if (lengths[b] < t) noisy[b].narrow(0, lengths[b], t - lengths[b]).fill_(7);
+      // A small reserve: the caches grow after the prefill.
+      InferenceState filled = m->prefill(batch.src, batch.src_mask, noisy, /*reserve=*/2, len);
+      std::vector<torch::Tensor> got;
+      for (int64_t i = 0; i < next.size(0); ++i) got.push_back(m->step(filled, next[i]));
+      for (int64_t b = 0; b < 3; ++b) {
+        TestBatch r = batch.row(b);
+        InferenceState alone = m->start(r.src, r.src_mask, /*reserve=*/2);
+        for (int64_t j = 0; j < lengths[b]; ++j) m->step(alone, prefix[b].narrow(0, j, 1));
+        for (int64_t i = 0; i < next.size(0); ++i) {
+          torch::Tensor want = m->step(alone, next[i].narrow(0, b, 1));
+          INFO("row " << b << ", step " << i << " after its prefix");
+          CHECK(rel_err(got[static_cast<size_t>(i)].narrow(0, b, 1), want) <= 1e-4);
+        }
+        CHECK(filled.position[b].item<int64_t>() == alone.position[0].item<int64_t>());
+      }
+    }
+  }
+}
+
+TEST_CASE("prefill rejects lengths that do not fit its prefix", "[models][invariant]") {
+  TestBatch batch = make_batch({5, 3}, {2, 2});
+  ModelPtr m = tiny_model(tiny_config("hybrid"), kVocab);
+  torch::NoGradGuard no_grad;
+  torch::Tensor prefix = torch::full({2, 3}, 2, torch::kLong);
+  CHECK_THROWS_WITH(m->prefill(batch.src, batch.src_mask, prefix, 2, torch::tensor({1, 4}, torch::kLong)),
+                    Catch::Contains("every length must be in [0, 3]"));
+  CHECK_THROWS_WITH(m->prefill(batch.src, batch.src_mask, prefix, 2, torch::tensor({1}, torch::kLong)),
+                    Catch::Contains("lengths must be (B) integers with B = 2"));
+  CHECK_THROWS_WITH(m->prefill(batch.src, batch.src_mask, prefix, 2, torch::tensor({1.0, 2.0})),
+                    Catch::Contains("lengths must be (B) integers"));
+}
+
 TEST_CASE("states of sources of different widths are not joined", "[models][state]") {
   ModelPtr m = tiny_model(tiny_config("hybrid"), kVocab);
   torch::NoGradGuard no_grad;
@@ -272,11 +331,13 @@ TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models
   const int64_t vocab = 8;  // eos is likely, so outputs end at different lengths
   TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
   // Prefixes of different lengths in one batch: row 1 has none, or every row
-  // has one (the common part, 2 tokens, then goes through one prefill; the
-  // rows searched alone prefill their whole prefix).
+  // has one (each row's whole prefix goes through one prefill, or, for
+  // rnnsearch and with prefill_prefixes false, the common part, 2 tokens, and
+  // then one step per token; the rows searched alone prefill their whole
+  // prefix).
   for (const Prefixes& prefixes :
        {Prefixes{{5, 6, 4}, {}, {7, 5, 5, 6, 4}}, Prefixes{{5, 6, 4}, {6, 4}, {7, 5, 5, 6, 4}}})
-  for (const std::string kind : {"hybrid", "transformer", "mamba", "rnnsearch"}) {
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only", "retnet", "rnnsearch"}) {
     SECTION(kind + (prefixes[1].empty() ? "" : ", every row with a prefix")) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
       SearchOptions o;
@@ -288,6 +349,18 @@ TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models
         auto out = translate(*m, batch.src, batch.src_mask, o, prefixes);
         auto plain = translate(*m, batch.src, batch.src_mask, o);
         REQUIRE(out.size() == 3);
+        // The prefixes in one prefill (where the kind can) or their common
+        // part and then one step per token: the same hypotheses.
+        SearchOptions stepped = o;
+        stepped.prefill_prefixes = false;
+        auto by_steps = translate(*m, batch.src, batch.src_mask, stepped, prefixes);
+        REQUIRE(by_steps.size() == 3);
+        for (size_t b = 0; b < out.size(); ++b) {
+          INFO("beam " << beam << ", row " << b << ", prefixes stepped");
+          CHECK(by_steps[b][0].tokens == out[b][0].tokens);
+          CHECK(by_steps[b][0].finished == out[b][0].finished);
+          CHECK(by_steps[b][0].log_prob == Approx(out[b][0].log_prob).epsilon(1e-5));
+        }
         if (prefixes[1].empty()) {
           // No prefix: the same as a search without prefixes.
           CHECK(out[1][0].tokens == plain[1][0].tokens);
@@ -327,6 +400,69 @@ TEST_CASE("a forced target prefix is fed, not returned and not scored", "[models
         o.beam_size = beam;
         for (const NBest& nb : translate(*m, batch.src, batch.src_mask, o, prefixes))
           CHECK(nb[0].tokens.size() >= 3);
+      }
+    }
+  }
+}
+
+namespace {
+// A model that counts the step() calls made on another.
+class CountingModel : public TranslationModel {
+ public:
+  explicit CountingModel(ModelPtr inner)
+      : TranslationModel(inner->kind(), inner->config(), inner->context(), inner->plan()), inner_(std::move(inner)) {
+    register_module("inner", inner_);
+  }
+  torch::Tensor forward(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
+                        const torch::Tensor& tgt_mask) override {
+    return inner_->forward(src, src_mask, tgt_in, tgt_mask);
+  }
+  InferenceState start(const torch::Tensor& src, const torch::Tensor& src_mask, int64_t reserve) override {
+    return inner_->start(src, src_mask, reserve);
+  }
+  torch::Tensor step(InferenceState& state, const torch::Tensor& tokens) override {
+    ++steps;
+    return inner_->step(state, tokens);
+  }
+  InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
+                         int64_t reserve, const torch::Tensor& lengths) override {
+    return inner_->prefill(src, src_mask, prefix, reserve, lengths);
+  }
+  bool prefills_ragged() const override { return inner_->prefills_ragged(); }
+  int64_t decoder_parameter_count() const override { return inner_->decoder_parameter_count(); }
+  int64_t steps = 0;
+
+ private:
+  ModelPtr inner_;
+};
+}  // namespace
+
+TEST_CASE("forced prefixes of different lengths cost no steps where the kind prefills them", "[models][search]") {
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
+  const Prefixes prefixes{{5, 6, 4}, {6}, {7, 5, 5, 6, 4, 4, 6}};  // common part 1 token, longest 7
+  for (const std::string kind : {"hybrid", "mamba", "rnnsearch"}) {
+    SECTION(kind) {
+      CountingModel m(tiny_model(tiny_config(kind), vocab));
+      SearchOptions o;
+      o.beam_size = 1;
+      o.max_len_a = 1.0;
+      o.max_len_b = 3;
+      for (bool prefill : {true, false}) {
+        o.prefill_prefixes = prefill;
+        m.steps = 0;
+        auto out = greedy_search(m, batch.src, batch.src_mask, o, prefixes);
+        // Rows step together until the last one ends; a row fed by steps
+        // needs one per prefix token past the common part first.
+        const bool whole = prefill && kind != "rnnsearch";
+        int64_t want = 0;
+        for (size_t b = 0; b < out.size(); ++b) {
+          const int64_t produced = static_cast<int64_t>(out[b].tokens.size()) + (out[b].finished ? 1 : 0);
+          const int64_t fed = whole ? 0 : static_cast<int64_t>(prefixes[b].size()) - 1;
+          want = std::max(want, fed + produced);
+        }
+        INFO("prefill_prefixes " << prefill);
+        CHECK(m.steps == want);
       }
     }
   }
