@@ -4,6 +4,7 @@
 #include "bench/decode_bench.h"
 #include "bench/kernels_bench.h"
 #include "bench/orchestrator_bench.h"
+#include "bench/prefixes_bench.h"
 #include "bench/train_bench.h"
 
 #include <cstdlib>
@@ -36,6 +37,7 @@ const std::vector<Benchmark>& all() {
       {"decode", kDecodeBenchHelp, run_decode_bench},
       {"kernels", kKernelsBenchHelp, run_kernels_bench},
       {"orchestrator", kOrchestratorBenchHelp, run_orchestrator_bench},
+      {"prefixes", kPrefixesBenchHelp, run_prefixes_bench},
       {"train", kTrainBenchHelp, run_train_bench},
   };
   return list;
