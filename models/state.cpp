@@ -5,8 +5,10 @@
 namespace mambamt::models {
 namespace {
 
-torch::Tensor pick(const torch::Tensor& t, const torch::Tensor& index) {
-  return t.defined() ? kernels::reorder_state(t, index) : t;
+// Whether nothing but `t` itself refers to its memory (no other tensor, view
+// or copied state).
+bool sole_owner(const torch::Tensor& t) {
+  return t.defined() && t.use_count() == 1 && t.storage().use_count() == 1;
 }
 
 int64_t nbytes(const torch::Tensor& t) {
@@ -21,22 +23,41 @@ void InferenceState::reorder(const torch::Tensor& index, bool same_sources) {
               "InferenceState::reorder: same_sources needs an index of the batch size");
   torch::NoGradGuard no_grad;
   torch::Tensor idx = index.to(position.device(), torch::kLong);
+  // Every tensor's rows picked by idx, written into the spare buffer at the
+  // same place in the visiting order when it fits; the replaced tensor becomes
+  // that place's spare (a tensor something else still holds is never written).
+  std::vector<torch::Tensor> spare = std::move(spare_);
+  spare_.clear();
+  size_t slot = 0;
+  auto pick = [&](torch::Tensor& t, int64_t dim = 1, int64_t used = -1) {
+    const size_t i = slot++;
+    if (spare_.size() <= i) spare_.resize(i + 1);
+    if (!t.defined()) return;
+    torch::Tensor buffer = i < spare.size() && sole_owner(spare[i]) ? spare[i] : torch::Tensor();
+    torch::Tensor picked = kernels::reorder_state(t, idx, dim, used, buffer);
+    spare_[i] = std::move(t);
+    t = std::move(picked);
+  };
   for (LayerState& l : layers) {
-    l.mamba.conv = pick(l.mamba.conv, idx);
-    l.mamba.ssm = pick(l.mamba.ssm, idx);
-    l.self.k = pick(l.self.k, idx);
-    l.self.v = pick(l.self.v, idx);
-    l.self.valid = pick(l.self.valid, idx);
-    l.recurrent = pick(l.recurrent, idx);
+    pick(l.mamba.conv);
+    pick(l.mamba.ssm);
+    // KV caches: only the filled columns; the others are written before they are read.
+    const int64_t used = l.self.filled();
+    pick(l.self.k, 2, used);
+    pick(l.self.v, 2, used);
+    pick(l.self.valid, 1, used);
+    pick(l.recurrent);
     if (!same_sources) {
-      l.cross.k = pick(l.cross.k, idx);
-      l.cross.v = pick(l.cross.v, idx);
-      l.cross.mask = pick(l.cross.mask, idx);
-      l.cross.src_len = pick(l.cross.src_len, idx);
+      pick(l.cross.k);
+      pick(l.cross.v);
+      pick(l.cross.mask);
+      pick(l.cross.src_len);
+    } else {
+      slot += 4;  // the same slots whether or not the cross-attention K/V move
     }
   }
-  position = pick(position, idx);
-  src_len = pick(src_len, idx);
+  pick(position);
+  pick(src_len);
 }
 
 InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {

@@ -81,6 +81,11 @@ class InferenceState {
   // entries and row i is taken from a row holding the same source as row i
   // (beam reordering within each source's group of beams), so the
   // cross-attention K/V, equal across the group, are left as they are.
+  // Only the filled columns of KV caches are copied. A reorder that keeps
+  // the batch size writes into the buffers the previous one left behind
+  // (where nothing else holds them) rather than into new memory: beam search
+  // reorders every step, and fresh allocations of that size cost page faults
+  // that took longer than the copy.
   void reorder(const torch::Tensor& index, bool same_sources = false);
 
   StateBytes bytes() const;
@@ -90,6 +95,10 @@ class InferenceState {
   // parts come from the same model and sit at the same sequence column: every
   // KV cache has the same length, window and capacity in every part.
   static InferenceState cat(const std::vector<InferenceState>& parts);
+
+ private:
+  // The tensors the last reorder replaced, in the order it visits them.
+  std::vector<torch::Tensor> spare_;
 };
 
 }  // namespace mambamt::models

@@ -19,4 +19,10 @@ void conv1d_forward(const detail::ConvParams& p);
 void conv1d_backward(const detail::ConvBwdParams& p);
 void conv1d_step(const detail::ConvStepParams& p);
 
+// dst row r = src row index[r] for r < rows (index values in range), rows of
+// row_bytes bytes in both; only `blocks` blocks of block_bytes bytes, at
+// block_stride from each other, of each row are copied.
+void gather_rows(const char* src, char* dst, const int64_t* index, int64_t rows, int64_t row_bytes, int64_t blocks,
+                 int64_t block_stride, int64_t block_bytes);
+
 }  // namespace mambamt::kernels::cpu

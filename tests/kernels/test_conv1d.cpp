@@ -129,3 +129,47 @@ TEST_CASE("reorder_state picks and permutes batch rows", "[kernels]") {
   CHECK(k::reorder_state(s, torch::tensor({3})).size(0) == 1);
   CHECK_THROWS_WITH(k::reorder_state_(s2, torch::tensor({0, 1})), Catch::Contains("reorder_state"));
 }
+
+TEST_CASE("reorder_state copies rows in parallel blocks, the used part of a dimension only", "[kernels]") {
+  torch::manual_seed(3);
+  // A KV cache's shape (B, H, capacity, Dh) with rows large enough to split
+  // into many parallel tasks, and small ones; int64 indices with repeats,
+  // more and fewer rows than the batch.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{6, 5, 40, 3}, std::vector<int64_t>{5, 4, 300, 64}}) {
+    const torch::Tensor f = torch::randn(shape), d = torch::randn(shape, torch::kDouble);
+    const torch::Tensor flags = torch::rand({shape[0], shape[2]}) > 0.5;
+    for (const torch::Tensor& idx : {torch::tensor({4, 0, 4, 1, 2, 3}), torch::tensor({3, 3, 3, 0, 1, 2, 2, 4}),
+                                     torch::tensor({1, 4}, torch::kInt)}) {
+      INFO("shape " << f.sizes() << ", index " << idx);
+      CHECK(torch::equal(k::reorder_state(f, idx), f.index_select(0, idx.to(torch::kLong))));
+      CHECK(torch::equal(k::reorder_state(d, idx), d.index_select(0, idx.to(torch::kLong))));
+      CHECK(torch::equal(k::reorder_state(flags, idx), flags.index_select(0, idx.to(torch::kLong))));
+      // The first `used` columns of dim 2 (and of the flags' dim 1), any count from none to all.
+      for (int64_t used : {int64_t{0}, int64_t{1}, shape[2] / 2 + 1, shape[2]}) {
+        const torch::Tensor want = f.index_select(0, idx.to(torch::kLong));
+        const torch::Tensor got = k::reorder_state(f, idx, 2, used);
+        CHECK(got.sizes() == want.sizes());
+        CHECK(torch::equal(got.narrow(2, 0, used), want.narrow(2, 0, used)));
+        const torch::Tensor fw = flags.index_select(0, idx.to(torch::kLong));
+        CHECK(torch::equal(k::reorder_state(flags, idx, 1, used).narrow(1, 0, used), fw.narrow(1, 0, used)));
+        // Dim 1 (heads): whole heads.
+        const int64_t heads = std::min<int64_t>(used, shape[1]);
+        CHECK(torch::equal(k::reorder_state(f, idx, 1, heads).narrow(1, 0, heads), want.narrow(1, 0, heads)));
+      }
+    }
+    // A strided state goes through index_select.
+    const torch::Tensor t = f.transpose(1, 2);
+    CHECK(torch::equal(k::reorder_state(t, torch::tensor({2, 0})), t.index_select(0, torch::tensor({2, 0}))));
+  }
+  // One row of a transposed (S,1,D) tensor: contiguous, though its batch stride is D, not S x D.
+  const torch::Tensor one = torch::randn({7, 1, 3}).transpose(0, 1);
+  REQUIRE(one.is_contiguous());
+  CHECK(torch::equal(k::reorder_state(one, torch::tensor({0, 0, 0})), one.index_select(0, torch::tensor({0, 0, 0}))));
+  CHECK(torch::equal(k::reorder_state(one.unsqueeze(2), torch::tensor({0, 0}), 2, 1),
+                     one.unsqueeze(2).index_select(0, torch::tensor({0, 0}))));
+  const torch::Tensor s = torch::zeros({3, 4, 5});
+  CHECK_THROWS_WITH(k::reorder_state(s, torch::tensor({0, 3})), Catch::Contains("index 3 out of range for a batch of 3"));
+  CHECK_THROWS_WITH(k::reorder_state(s, torch::tensor({-1})), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(k::reorder_state(s, torch::tensor({0}), 2, 6), Catch::Contains("6 entries used of dimension 2"));
+  CHECK_THROWS_WITH(k::reorder_state(s, torch::tensor({0}), 0, 1), Catch::Contains("of dimension 0"));
+}

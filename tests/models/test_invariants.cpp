@@ -3,6 +3,8 @@
 // every parameter receives a gradient.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "model_helpers.h"
 #include "models/search.h"
 
@@ -507,6 +509,45 @@ TEST_CASE("reordering the state reorders the next logits", "[models][state]") {
       torch::Tensor la = m->step(a, next);
       torch::Tensor lb = m->step(b, next.index_select(0, index));
       CHECK(rel_err(lb, la.index_select(0, index)) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("reorders in a row reuse their buffers and leave copies of the state alone", "[models][state]") {
+  TestBatch batch = make_batch({4, 6, 3}, {6, 6, 6}, kVocab, 2);
+  for (const Variant& v : variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
+      torch::NoGradGuard no_grad;
+      InferenceState a = m->start(batch.src, batch.src_mask, 2);  // never reordered
+      InferenceState b = m->start(batch.src, batch.src_mask, 2);
+      std::vector<int64_t> map{0, 1, 2};  // b's row r holds a's row map[r]
+      auto step_all = [&](InferenceState& s, const std::vector<int64_t>& rows, const torch::Tensor& la, int64_t t) {
+        const torch::Tensor idx = torch::tensor(rows, torch::kLong);
+        return rel_err(m->step(s, batch.tgt_in.select(1, t).index_select(0, idx)), la.index_select(0, idx));
+      };
+      m->step(a, batch.tgt_in.select(1, 0));
+      m->step(b, batch.tgt_in.select(1, 0));
+      // Same-size reorders (a cycle, a duplicate, the identity), some with a
+      // copy of the state taken before: the copy keeps its rows.
+      const std::vector<std::vector<int64_t>> perms{{2, 1, 2}, {1, 2, 0}, {0, 0, 1}, {0, 1, 2}, {2, 0, 1}};
+      std::optional<InferenceState> snap;
+      std::vector<int64_t> snap_map;
+      for (size_t p = 0; p < perms.size(); ++p) {
+        if (p == 2) {
+          snap = b;
+          snap_map = map;
+        }
+        b.reorder(torch::tensor(perms[p], torch::kLong), /*same_sources=*/false);
+        std::vector<int64_t> next(3);
+        for (size_t r = 0; r < 3; ++r) next[r] = map[static_cast<size_t>(perms[p][r])];
+        map = next;
+        const int64_t t = static_cast<int64_t>(p) + 1;
+        torch::Tensor la = m->step(a, batch.tgt_in.select(1, t));
+        INFO("reorder " << p);
+        CHECK(step_all(b, map, la, t) <= 1e-6);
+        if (snap) CHECK(step_all(*snap, snap_map, la, t) <= 1e-6);
+      }
     }
   }
 }
