@@ -7,10 +7,17 @@
 #include "bench/prefixes_bench.h"
 #include "bench/train_bench.h"
 
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
+#include "core/config.h"
 #include "core/error.h"
+#include "models/registry.h"
 
 namespace mambamt::bench {
 
@@ -28,6 +35,33 @@ std::vector<int64_t> parse_list(const std::vector<std::string>& args, size_t& i,
   }
   if (out.empty()) throw UsageError(who + ": " + option + " is empty");
   return out;
+}
+
+std::string fmt(const char* format, double v) {
+  if (std::isnan(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string load_average() {
+  std::string load = "?";
+  std::ifstream la("/proc/loadavg");
+  if (la) std::getline(la, load);
+  return load;
+}
+
+std::shared_ptr<models::TranslationModel> preset_model(const std::string& kind, const std::string& preset,
+                                                       int64_t vocab, const std::string& who) {
+  core::ModelConfig c;
+  try {
+    const std::string toml = "[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\ndropout = 0.0\n";
+    c = core::parse_experiment(toml, who).model;
+  } catch (const InputError& e) {
+    throw UsageError(who + ": --preset: " + e.what());
+  }
+  torch::manual_seed(1);
+  return models::build_model(c, vocab);
 }
 
 const std::vector<Benchmark>& all() {

@@ -3,9 +3,14 @@
 // the same run and prints ratios against it; none is a test.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
+
+namespace mambamt::models {
+class TranslationModel;
+}
 
 namespace mambamt::bench {
 
@@ -23,5 +28,18 @@ std::vector<int64_t> parse_list(const std::vector<std::string>& args, size_t& i,
 
 // Every benchmark, in the order `mambamt bench --help` lists them.
 const std::vector<Benchmark>& all();
+
+// One value printed with a printf format ("%.2f"); "-" for NaN.
+std::string fmt(const char* format, double v);
+
+// The first line of /proc/loadavg ("?" where there is none): how busy the
+// machine was, printed in every benchmark's header.
+std::string load_average();
+
+// A model of `kind` at size `preset` (dropout 0, initialised from seed 1, so
+// every run builds the same weights) for a vocabulary of `vocab`; a bad preset
+// is a UsageError naming `who` ("bench decode") and --preset.
+std::shared_ptr<models::TranslationModel> preset_model(const std::string& kind, const std::string& preset,
+                                                       int64_t vocab, const std::string& who);
 
 }  // namespace mambamt::bench

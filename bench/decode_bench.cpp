@@ -7,13 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "models/detail/linear.h"
 #include "models/registry.h"
@@ -189,12 +187,6 @@ struct Result {
   double setup_s = 0;                // encode / prefill time spent on the row
 };
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string mb(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1 << 20)); }
 
 struct Printer {
@@ -277,23 +269,10 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   const std::vector<std::string> kinds{"transformer", "hybrid", "mamba"};
   std::vector<models::ModelPtr> ms;
   for (const std::string& kind : kinds) {
-    core::ModelConfig c;
-    try {
-      c = core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\ndropout = 0.0\n",
-                                 "bench decode")
-              .model;
-    } catch (const InputError& e) {
-      throw UsageError(std::string("bench decode: --preset: ") + e.what());
-    }
-    torch::manual_seed(1);
-    ms.push_back(models::build_model(c, vocab));
+    ms.push_back(preset_model(kind, preset, vocab, "bench decode"));
     ms.back()->eval();
   }
-  std::string load = "?";
-  {
-    std::ifstream la("/proc/loadavg");
-    if (la) std::getline(la, load);
-  }
+  const std::string load = load_average();
   const double bw = copy_bandwidth();
   out << "decode benchmark: greedy, preset " << preset << ", source " << src_len << " tokens, vocabulary " << vocab
       << ", LibTorch threads " << torch::get_num_threads() << ", load average " << load << "\n";

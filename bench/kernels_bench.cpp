@@ -1,5 +1,7 @@
 #include "bench/kernels_bench.h"
 
+#include "bench/bench.h"
+
 #include <torch/torch.h>
 
 #include <chrono>
@@ -52,13 +54,6 @@ std::string cpu_model() {
   while (std::getline(in, line))
     if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
   return "unknown CPU";
-}
-
-std::string fmt(const char* f, double v) {
-  if (std::isnan(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // The best time of each function over `rounds` rounds that call every one in

@@ -1,5 +1,7 @@
 #include "bench/orchestrator_bench.h"
 
+#include "bench/bench.h"
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,12 +199,6 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t k = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
   return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // A grid of exactly n points: no [grid] axes, n seeds (every seed is its own

@@ -7,10 +7,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <random>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "models/search.h"
@@ -34,12 +32,6 @@ const char* const kPrefixesBenchHelp =
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // The median (the lower middle one of an even count).
 double median(std::vector<double> v) {
@@ -95,16 +87,7 @@ int run_prefixes_bench(const std::vector<std::string>& args, std::ostream& out) 
   const std::vector<std::string> kinds{"transformer", "hybrid", "mamba"};
   std::vector<models::ModelPtr> ms;
   for (const std::string& kind : kinds) {
-    core::ModelConfig c;
-    try {
-      c = core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\ndropout = 0.0\n",
-                                 "bench prefixes")
-              .model;
-    } catch (const InputError& e) {
-      throw UsageError(std::string("bench prefixes: --preset: ") + e.what());
-    }
-    torch::manual_seed(1);
-    ms.push_back(models::build_model(c, vocab));
+    ms.push_back(preset_model(kind, preset, vocab, "bench prefixes"));
     ms.back()->eval();
   }
   const models::TokenIds& ids = ms[0]->context().ids;
@@ -136,11 +119,7 @@ int run_prefixes_bench(const std::vector<std::string>& args, std::ostream& out) 
   o.max_len_a = 0;
   o.max_len_b = out_len;
 
-  std::string load = "?";
-  {
-    std::ifstream la("/proc/loadavg");
-    if (la) std::getline(la, load);
-  }
+  const std::string load = load_average();
   out << "prefixes benchmark: beam " << beam << ", batch " << batch << ", preset " << preset << ", source "
       << src_len << " tokens, prefixes " << range[0] << ".." << range[1] << " tokens (drawn: " << shortest << ".."
       << longest << "), " << out_len << " output tokens, vocabulary " << vocab << ", LibTorch threads "

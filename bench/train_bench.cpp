@@ -7,11 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <set>
 #include <sstream>
 
-#include "core/config.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "train/loss.h"
@@ -32,12 +30,6 @@ const char* const kTrainBenchHelp =
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 struct Measure {
   bool ok = false;
@@ -119,23 +111,10 @@ int run_train_bench(const std::vector<std::string>& args, std::ostream& out) {
   const std::vector<std::string> kinds{"transformer", "hybrid"};  // the baseline first
   std::vector<models::ModelPtr> ms;
   for (const std::string& kind : kinds) {
-    core::ModelConfig c;
-    try {
-      c = core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\ndropout = 0.0\n",
-                                 "bench train")
-              .model;
-    } catch (const InputError& e) {
-      throw UsageError(std::string("bench train: --preset: ") + e.what());
-    }
-    torch::manual_seed(1);
-    ms.push_back(models::build_model(c, vocab));
+    ms.push_back(preset_model(kind, preset, vocab, "bench train"));
     ms.back()->to(device);
   }
-  std::string load = "?";
-  {
-    std::ifstream la("/proc/loadavg");
-    if (la) std::getline(la, load);
-  }
+  const std::string load = load_average();
   out << "train benchmark: preset " << preset << ", batch of one document (L source + L target tokens), vocabulary "
       << vocab << ", fp32, " << device.str() << ", LibTorch threads " << torch::get_num_threads() << ", load average "
       << load << "\n";
