@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "models/registry.h"
 #include "train/loss.h"
@@ -63,6 +64,7 @@ Measure measure(models::TranslationModel& model, int64_t length, int64_t steps, 
       (ls.loss / static_cast<double>(ls.tokens)).backward();
       opt.step(1e-4);
     };
+    if (!device.is_cuda()) core::release_free_memory();  // pages kept from the last model would hide this peak
     const double base = device.is_cuda() ? 0 : train::rss_mb();
     if (device.is_cuda()) train::reset_cuda_peak(device);
     else train::reset_peak_rss();
@@ -116,8 +118,8 @@ int run_train_bench(const std::vector<std::string>& args, std::ostream& out) {
   }
   const std::string load = load_average();
   out << "train benchmark: preset " << preset << ", batch of one document (L source + L target tokens), vocabulary "
-      << vocab << ", fp32, " << device.str() << ", LibTorch threads " << torch::get_num_threads() << ", load average "
-      << load << "\n";
+      << vocab << ", fp32, " << device.str() << ", LibTorch threads " << torch::get_num_threads() << ", "
+      << core::allocator_name() << ", load average " << load << "\n";
   for (size_t k = 0; k < kinds.size(); ++k)
     out << "  " << kinds[k] << ": " << fmt("%.2f", ms[k]->parameter_count() / 1e6) << "M parameters\n";
   out << "\n     L  model           tok/s   s/step  peak MiB | tok/s x transf  memory x transf\n";
@@ -142,8 +144,8 @@ int run_train_bench(const std::vector<std::string>& args, std::ostream& out) {
     }
     out.flush();
   }
-  out << "\nmemory: the peak above the process before the first step of that size (CPU: resident set, so freed\n"
-         "and reused allocator memory can hide part of a smaller size's peak; CUDA: allocator peak).\n";
+  out << "\nmemory: the peak above the process before the first step of that size (CPU: resident set, measured\n"
+         "from after the allocator handed its free pages back; CUDA: allocator peak).\n";
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "mambamt_version.h"
@@ -114,6 +115,7 @@ std::map<std::string, std::string> system_info(const torch::Device& device) {
   info["torch_cuda"] = torch_has_cuda() ? "yes" : "no";
   const std::string blas = blas_core();
   info["blas"] = blas.empty() ? "not OpenBLAS" : "OpenBLAS " + blas;
+  info["allocator"] = allocator_name();
   info["gpus"] = std::to_string(cuda_device_count());
   info["device"] = device.str();
   info["mambamt_version"] = MAMBAMT_VERSION;

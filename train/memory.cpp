@@ -1,9 +1,9 @@
 #include "train/memory.h"
 
-#include <malloc.h>
-
 #include <fstream>
 #include <string>
+
+#include "core/allocator.h"
 
 #ifdef MAMBAMT_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -64,7 +64,7 @@ void start_peak_measurement(const torch::Device& device) {
     reset_cuda_peak(device);
     return;
   }
-  ::malloc_trim(0);
+  core::release_free_memory();
   reset_peak_rss();
 }
 

@@ -17,10 +17,11 @@ bool reset_peak_rss();
 double cuda_peak_mb(const torch::Device& device);
 void reset_cuda_peak(const torch::Device& device);
 
-// Starts a peak measurement for one experiment: on CPU returns freed heap
-// to the system (malloc_trim) and resets the peak RSS, so a worker process
-// that ran other experiments before does not report their high-water mark;
-// on CUDA resets the allocator's peak.
+// Starts a peak measurement: on CPU returns the allocator's free pages to
+// the system (core::release_free_memory) and resets the peak RSS, so neither
+// pages kept from earlier work nor an earlier high-water mark count (a worker
+// process runs several experiments, a benchmark several models); on CUDA
+// resets the allocator's peak.
 void start_peak_measurement(const torch::Device& device);
 
 // What the memory_mb metric reports: CUDA peak allocated on a GPU, CPU RSS otherwise.

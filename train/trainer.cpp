@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/signals.h"
 #include "data/sampler.h"
@@ -668,8 +669,10 @@ struct Trainer::Impl {
     // This attempt's peak, not the worker process's earlier experiments'.
     start_peak_measurement(device);
     const int64_t total = planned_steps();
-    if (step == 0) spdlog::info("training: {} parameters, {} steps planned, {} batches per epoch per rank",
-                                model->parameter_count(), total, sampler->steps_per_epoch());
+    if (step == 0)
+      spdlog::info("training: {} parameters, {} steps planned, {} batches per epoch per rank, {} LibTorch threads, {}",
+                   model->parameter_count(), total, sampler->steps_per_epoch(), torch::get_num_threads(),
+                   core::allocator_name());
     if (step == 0 && sentence_sampler)
       spdlog::info("stage one: the first {} updates on {} single sentences ({} batches per epoch per rank)",
                    config.data.sentence_steps, data.sentence_examples.size(), sentence_sampler->steps_per_epoch());

@@ -1,0 +1,46 @@
+#include "core/allocator.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace mambamt::core {
+
+namespace {
+
+using MallctlFn = int (*)(const char*, void*, size_t*, void*, size_t);
+
+// jemalloc's control interface when jemalloc is the allocator that serves
+// malloc (found by the object that defines malloc, not by whether some loaded
+// library happens to export a mallctl), else nullptr.
+MallctlFn jemalloc_ctl() {
+  Dl_info info{};
+  void* malloc_address = reinterpret_cast<void*>(&::malloc);
+  if (::dladdr(malloc_address, &info) == 0 || info.dli_fname == nullptr) return nullptr;
+  if (std::strstr(info.dli_fname, "jemalloc") == nullptr) return nullptr;
+  return reinterpret_cast<MallctlFn>(::dlsym(RTLD_DEFAULT, "mallctl"));
+}
+
+}  // namespace
+
+std::string allocator_name() {
+  MallctlFn ctl = jemalloc_ctl();
+  if (ctl == nullptr) return "glibc malloc";
+  const char* version = nullptr;
+  size_t size = sizeof(version);
+  if (ctl("version", &version, &size, nullptr, 0) != 0 || version == nullptr) return "jemalloc";
+  return std::string("jemalloc ") + version;
+}
+
+void release_free_memory() {
+  if (MallctlFn ctl = jemalloc_ctl()) {
+    // "arena.<MALLCTL_ARENAS_ALL>.purge": 4096 names every arena.
+    ctl("arena.4096.purge", nullptr, nullptr, nullptr, 0);
+    return;
+  }
+  ::malloc_trim(0);
+}
+
+}  // namespace mambamt::core
