@@ -57,12 +57,14 @@ Measure measure(models::TranslationModel& model, int64_t length, int64_t steps, 
     }
     train::AdamW opt(named, train::AdamWOptions{});
     model.train();
+    core::FreePagesBound free_pages;
     auto one_step = [&] {
       for (auto& p : params) p.mutable_grad() = torch::Tensor();
       torch::Tensor logits = model.forward(ids, mask, ids, mask);
       train::LossSums ls = train::label_smoothed_loss(logits, ids, mask, 0.1);
       (ls.loss / static_cast<double>(ls.tokens)).backward();
       opt.step(1e-4);
+      free_pages.tick();  // as the trainer does
     };
     if (!device.is_cuda()) core::release_free_memory();  // pages kept from the last model would hide this peak
     const double base = device.is_cuda() ? 0 : train::rss_mb();

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <malloc.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -41,6 +42,32 @@ void release_free_memory() {
     return;
   }
   ::malloc_trim(0);
+}
+
+int64_t kept_free_bytes() {
+  MallctlFn ctl = jemalloc_ctl();
+  if (ctl == nullptr) return 0;
+  uint64_t epoch = 1;
+  size_t size = sizeof(epoch);
+  if (ctl("epoch", &epoch, &size, &epoch, size) != 0) return 0;  // refreshes the statistics
+  size_t dirty_pages = 0, page = 0;
+  size = sizeof(dirty_pages);
+  if (ctl("stats.arenas.4096.pdirty", &dirty_pages, &size, nullptr, 0) != 0) return 0;
+  size = sizeof(page);
+  if (ctl("arenas.page", &page, &size, nullptr, 0) != 0) return 0;
+  return static_cast<int64_t>(dirty_pages * page);
+}
+
+bool FreePagesBound::tick() {
+  const int64_t kept = kept_free_bytes();
+  if (reference_ < 0) {
+    reference_ = kept;
+    return false;
+  }
+  if (kept <= 2 * reference_ + (int64_t(64) << 20)) return false;
+  release_free_memory();
+  reference_ = -1;
+  return true;
 }
 
 }  // namespace mambamt::core

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "data/batching.h"
 #include "train/trainer.h"
@@ -66,6 +67,7 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
   // on source-only copies so long references do not shrink the batches.
   std::vector<data::Example> sources(examples.size());
   for (size_t i = 0; i < examples.size(); ++i) sources[i].src = examples[i].src;
+  core::FreePagesBound free_pages;  // batches of changing shapes (core/allocator.h)
   for (auto& b : eval_batches(sources, batch_tokens)) {
     data::Batch batch = eval_collate(sources, b, ids, device);
     const auto t0 = Clock::now();
@@ -81,6 +83,7 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
       if (stats) stats->generated_tokens += static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
     }
     if (stats) stats->seconds += secs;
+    free_pages.tick();
   }
   return out;
 }
@@ -179,6 +182,7 @@ NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<dat
   models::EvalModeGuard eval_mode(model);
   AutocastGuard autocast(device, bf16);
   auto batches = eval_batches(examples, max_tokens);
+  core::FreePagesBound free_pages;
   for (size_t i = static_cast<size_t>(rank); i < batches.size(); i += static_cast<size_t>(world)) {
     data::Batch b = eval_collate(examples, batches[i], ids, device);
     torch::Tensor logits = model.forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
@@ -186,6 +190,7 @@ NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<dat
     torch::Tensor nll = -lp.gather(2, b.tgt_out.unsqueeze(2)).squeeze(2);
     out.nll += nll.masked_select(b.tgt_mask).to(torch::kFloat64).sum().item<double>();
     out.tokens += b.tgt_tokens;
+    free_pages.tick();
   }
   return out;
 }
@@ -197,6 +202,7 @@ std::vector<double> score_pairs(models::TranslationModel& model, const std::vect
   if (pairs.empty()) return out;
   torch::NoGradGuard no_grad;
   AutocastGuard autocast(device, bf16);
+  core::FreePagesBound free_pages;
   for (auto& b : eval_batches(pairs, max_tokens)) {
     data::Batch batch = eval_collate(pairs, b, ids, device);
     torch::Tensor lp = models::token_log_probs(model, batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out,
@@ -210,6 +216,7 @@ std::vector<double> score_pairs(models::TranslationModel& model, const std::vect
     torch::Tensor sums = (lp * keep.to(torch::kFloat64)).sum(1);
     auto acc = sums.accessor<double, 1>();
     for (size_t r = 0; r < b.size(); ++r) out[static_cast<size_t>(b[r])] = acc[static_cast<int64_t>(r)];
+    free_pages.tick();
   }
   return out;
 }

@@ -212,6 +212,7 @@ struct Trainer::Impl {
 
   // This attempt.
   double peak_memory = 0;
+  core::FreePagesBound free_pages;
   int64_t attempt_first_step = 0;
   double attempt_train_seconds = 0;
 
@@ -628,6 +629,7 @@ struct Trainer::Impl {
     optim->step(lr);
     step = s;
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    free_pages.tick();  // steps of changing shapes would grow the allocator's kept pages
     point("update");
 
     const double secs = seconds_since(t0);

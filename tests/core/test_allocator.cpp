@@ -88,10 +88,41 @@ TEST_CASE("freed large blocks are reused without page faults until released", "[
   CHECK(released < kept - 200);
   CHECK(touch_and_free(bytes) > first / 2);
 }
+TEST_CASE("a loop's kept free pages are handed back when they outgrow its first unit's", "[core][allocator]") {
+  if (std::getenv("MALLOC_CONF") != nullptr) return;
+  const size_t mib = size_t(1) << 20;
+  release_free_memory();
+  CHECK(kept_free_bytes() < int64_t(8 * mib));
+  FreePagesBound bound;
+  touch_and_free(64 * mib);
+  CHECK_FALSE(bound.tick());  // the reference: the first unit's 64 MiB kept
+  CHECK(kept_free_bytes() >= int64_t(60 * mib));
+  // A steady loop: the same pages again, nothing handed back, no page faults.
+  for (int i = 0; i < 4; ++i) {
+    CHECK(touch_and_free(64 * mib) < 100);
+    CHECK_FALSE(bound.tick());
+  }
+  // A unit that leaves far more than twice the reference kept: handed back.
+  void* held = std::malloc(64 * mib);  // the kept 64 MiB serve this, so the next block is new
+  REQUIRE(held != nullptr);
+  touch_and_free(256 * mib);
+  std::free(held);
+  INFO("kept " << kept_free_bytes() / mib << " MiB");
+  CHECK(bound.tick());
+  CHECK(kept_free_bytes() < int64_t(8 * mib));
+  // The next unit sets a new reference.
+  touch_and_free(64 * mib);
+  CHECK_FALSE(bound.tick());
+  CHECK_FALSE(bound.tick());
+}
 #else
 TEST_CASE("without jemalloc the programs run on glibc's malloc", "[core][allocator]") {
   if (std::getenv("LD_PRELOAD") != nullptr) return;  // a preloaded allocator is named by what it is
   CHECK(allocator_name() == "glibc malloc");
+  CHECK(kept_free_bytes() == 0);
+  FreePagesBound bound;
+  CHECK_FALSE(bound.tick());
+  CHECK_FALSE(bound.tick());
   CHECK(system_info(torch::Device(torch::kCPU)).at("allocator") == "glibc malloc");  // stores record it
   // glibc maps a block this size fresh and unmaps it on free: the resident set returns.
   const double before = rss_mib();
