@@ -16,12 +16,16 @@ using MallctlFn = int (*)(const char*, void*, size_t*, void*, size_t);
 // jemalloc's control interface when jemalloc is the allocator that serves
 // malloc (found by the object that defines malloc, not by whether some loaded
 // library happens to export a mallctl), else nullptr.
+// Looked up once: FreePagesBound::tick asks for it every training step.
 MallctlFn jemalloc_ctl() {
-  Dl_info info{};
-  void* malloc_address = reinterpret_cast<void*>(&::malloc);
-  if (::dladdr(malloc_address, &info) == 0 || info.dli_fname == nullptr) return nullptr;
-  if (std::strstr(info.dli_fname, "jemalloc") == nullptr) return nullptr;
-  return reinterpret_cast<MallctlFn>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  static const MallctlFn ctl = []() -> MallctlFn {
+    Dl_info info{};
+    void* malloc_address = reinterpret_cast<void*>(&::malloc);
+    if (::dladdr(malloc_address, &info) == 0 || info.dli_fname == nullptr) return nullptr;
+    if (std::strstr(info.dli_fname, "jemalloc") == nullptr) return nullptr;
+    return reinterpret_cast<MallctlFn>(::dlsym(RTLD_DEFAULT, "mallctl"));
+  }();
+  return ctl;
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // with settings that keep freed pages for reuse (core/jemalloc_conf.c): CPU
 // training allocates and frees activations of tens to hundreds of MiB every
 // step, and glibc's malloc maps each one fresh from the kernel and unmaps it on
-// free, so every step paid a page fault per 4 KiB page (measured: 3 to 7 times
+// free, so every step paid a page fault per 4 KiB page (measured: 4 to 6 times
 // the step time of the small preset at 2048 tokens, bench/README.md).
 #include <cstdint>
 #include <string>
