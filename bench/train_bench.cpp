@@ -66,10 +66,8 @@ Measure measure(models::TranslationModel& model, int64_t length, int64_t steps, 
       opt.step(1e-4);
       free_pages.tick();  // as the trainer does
     };
-    if (!device.is_cuda()) core::release_free_memory();  // pages kept from the last model would hide this peak
+    train::start_peak_measurement(device);  // pages kept from the last model would hide this peak
     const double base = device.is_cuda() ? 0 : train::rss_mb();
-    if (device.is_cuda()) train::reset_cuda_peak(device);
-    else train::reset_peak_rss();
     one_step();  // warm-up (allocations, kernel selection)
     if (device.is_cuda()) torch::cuda::synchronize();
     const auto t0 = Clock::now();

@@ -13,7 +13,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/allocator.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "data/batching.h"
@@ -329,10 +328,8 @@ std::pair<double, double> memory_at_length(models::TranslationModel& model, int6
   try {
     {
       models::EvalModeGuard eval_mode(model);  // no dropout: a measurement, not a training step
-      if (!device.is_cuda()) core::release_free_memory();  // kept free pages would hide this peak
+      const bool reset = start_peak_measurement(device);
       const double base = device.is_cuda() ? 0 : rss_mb();
-      if (device.is_cuda()) reset_cuda_peak(device);
-      const bool reset = device.is_cuda() || reset_peak_rss();
       {
         AutocastGuard autocast(device, bf16);
         torch::Tensor logits = model.forward(ids, mask, ids, mask);

@@ -59,13 +59,13 @@ void reset_cuda_peak(const torch::Device& device) {
 #endif
 }
 
-void start_peak_measurement(const torch::Device& device) {
+bool start_peak_measurement(const torch::Device& device) {
   if (device.is_cuda()) {
     reset_cuda_peak(device);
-    return;
+    return true;
   }
   core::release_free_memory();
-  reset_peak_rss();
+  return reset_peak_rss();
 }
 
 double device_memory_mb(const torch::Device& device) { return device.is_cuda() ? cuda_peak_mb(device) : rss_mb(); }

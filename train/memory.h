@@ -21,8 +21,9 @@ void reset_cuda_peak(const torch::Device& device);
 // the system (core::release_free_memory) and resets the peak RSS, so neither
 // pages kept from earlier work nor an earlier high-water mark count (a worker
 // process runs several experiments, a benchmark several models); on CUDA
-// resets the allocator's peak.
-void start_peak_measurement(const torch::Device& device);
+// resets the allocator's peak. Returns whether the peak can be read (false
+// where the kernel does not allow resetting the CPU peak).
+bool start_peak_measurement(const torch::Device& device);
 
 // What the memory_mb metric reports: CUDA peak allocated on a GPU, CPU RSS otherwise.
 double device_memory_mb(const torch::Device& device);
