@@ -9,7 +9,16 @@ endif()
 
 find_package(Torch REQUIRED)
 find_package(MPI REQUIRED COMPONENTS C CXX)
-find_package(HDF5 REQUIRED COMPONENTS C)
+if(MAMBAMT_HDF5_LIBRARY)
+  # HDF5 unpacked into a prefix (scripts/gpu_build.sh): its compiler wrapper
+  # h5cc names the paths of the machine the package was built for, so the
+  # library and headers are given instead of found.
+  set(HDF5_C_LIBRARIES ${MAMBAMT_HDF5_LIBRARY})
+  set(HDF5_INCLUDE_DIRS ${MAMBAMT_HDF5_INCLUDE_DIR})
+  set(HDF5_DEFINITIONS "")
+else()
+  find_package(HDF5 REQUIRED COMPONENTS C)
+endif()
 find_package(spdlog REQUIRED)
 find_package(tomlplusplus QUIET)
 find_package(PkgConfig REQUIRED)

@@ -6,6 +6,7 @@
 #
 #   scripts/gpu_build.sh                 # build into build-gpu
 #   scripts/gpu_build.sh -L cuda         # build, then ctest -L cuda (args go to ctest)
+#   MAMBAMT_GPU_TARGETS="mambamt test_models" scripts/gpu_build.sh   # those targets only
 #
 # With the device tool: run(command="scripts/gpu_build.sh -L cuda", carry=[".deps"]).
 set -euo pipefail
@@ -20,6 +21,11 @@ fi
 if [ ! -f "$PREFIX/.unpacked" ]; then
   mkdir -p "$PREFIX"
   for f in .deps/debs/*.deb; do dpkg -x "$f" "$PREFIX"; done
+  # dpkg -x runs no maintainer scripts, so Debian's alternatives (mpicxx,
+  # mpicc, mpirun -> the *.openmpi programs) are not there: link them.
+  for t in mpicc mpicxx mpic++ mpirun mpiexec; do
+    [ -e "$PREFIX/usr/bin/$t.openmpi" ] && ln -sf "$t.openmpi" "$PREFIX/usr/bin/$t"
+  done
   touch "$PREFIX/.unpacked"
 fi
 
@@ -33,21 +39,36 @@ export PKG_CONFIG_PATH=$ML/pkgconfig:$PREFIX/usr/share/pkgconfig
 export OPAL_PREFIX=$PREFIX/usr
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# The same environment for the programs run after the build (scripts/gpu_check.sh sources it).
+mkdir -p "$BUILD_DIR"
+{
+  echo "export MAMBAMT_DEPS_PREFIX='$PREFIX' OPAL_PREFIX='$OPAL_PREFIX'"
+  echo "export PATH='$PREFIX/usr/bin':\$PATH LD_LIBRARY_PATH='$LD_LIBRARY_PATH'"
+  echo "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+} > "$BUILD_DIR/gpu_env.sh"
+
+# A CMake 4 (pip's) refuses package files written for CMake < 3.5 unless told.
+export CMAKE_POLICY_VERSION_MINIMUM=3.5
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDAToolkit_ROOT=/usr/local/cuda PATH=$PATH:/usr/local/cuda/bin
+fi
+
 TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 NPROC=$(nproc)
 echo "gpu_build: LibTorch from $TORCH_PREFIX; dependencies in $PREFIX; $NPROC cores"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX;$PREFIX/usr;$ML/cmake" \
-  -DHDF5_C_INCLUDE_DIR="$PREFIX/usr/include/hdf5/serial" \
-  -DHDF5_C_LIBRARY_hdf5="$ML/hdf5/serial/libhdf5.so" \
-  -DHDF5_INCLUDE_DIRS="$PREFIX/usr/include/hdf5/serial" \
-  -DHDF5_C_LIBRARIES="$ML/hdf5/serial/libhdf5.so" \
+  -DMAMBAMT_HDF5_INCLUDE_DIR="$PREFIX/usr/include/hdf5/serial" \
+  -DMAMBAMT_HDF5_LIBRARY="$ML/hdf5/serial/libhdf5.so" \
   -DMPI_CXX_COMPILER="$PREFIX/usr/bin/mpicxx" -DMPI_C_COMPILER="$PREFIX/usr/bin/mpicc" \
   -DCatch2_DIR="$PREFIX/usr/lib/cmake/Catch2" \
   -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DMAMBAMT_USE_CCACHE=OFF
-cmake --build "$BUILD_DIR" -j "$NPROC"
+# MAMBAMT_GPU_TARGETS="mambamt test_kernels" builds only those; ninja keeps
+# going past a failed file (-k 0), so one build shows every error.
+# shellcheck disable=SC2086
+cmake --build "$BUILD_DIR" -j "$NPROC" ${MAMBAMT_GPU_TARGETS:+--target $MAMBAMT_GPU_TARGETS} -- -k 0
 "$BUILD_DIR/bin/mambamt" --version
 if [ $# -gt 0 ]; then
   (cd "$BUILD_DIR" && ctest --output-on-failure "$@")

@@ -12,7 +12,8 @@ mkdir -p "$OUT"
 # The -dev packages, the tools the tests call, and the shared-library closure
 # of libhdf5, spdlog, fmt, toml++, sentencepiece and OpenMPI (its plugins
 # included), found with ldd + dpkg -S on Debian 12. Libraries every CUDA /
-# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out.
+# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out;
+# pkgconf comes along because the image need not have pkg-config.
 PKGS=(
   libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 hdf5-tools hdf5-helpers
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
@@ -23,6 +24,7 @@ PKGS=(
   librdmacm1 libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 libmunge2
   libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2
   libjemalloc-dev libjemalloc2
+  pkgconf pkgconf-bin libpkgconf3
   catch2
 )
 rm -f "$OUT"/*.deb

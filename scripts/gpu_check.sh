@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE, in one call of the device tool, with the Debian
+# packages that scripts/gpu_deps.sh downloaded here:
+#
+#   run(command="scripts/gpu_check.sh", carry=[".deps"], timeout_s=570)
+#
+# Builds mambamt and the kernel and model tests against the machine's PyTorch
+# (scripts/gpu_build.sh), then, in order of importance and while its time
+# budget lasts: the [cuda] tests (kernels against the float64 references; the
+# models' logits, gradients and incremental decoding against the CPU), `mambamt
+# bench decode --device cuda`, and the demo sweep trained and evaluated on the
+# GPU. Logs go to $OUT (what the device tool brings back) or gpu-out/.
+#   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
+#   BENCH_ARGS="..."        extra arguments of bench decode
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOGS=${OUT:-gpu-out}
+mkdir -p "$LOGS"
+BUDGET=${GPU_CHECK_SECONDS:-540}
+BUILD_DIR=${BUILD_DIR:-build-gpu}
+export BUILD_DIR
+t0=$(date +%s)
+elapsed() { echo $(($(date +%s) - t0)); }
+left() { echo $((BUDGET - $(elapsed))); }
+stage() { echo; echo "=== $1 (at $(elapsed) s)"; }
+status=0
+
+stage "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee "$LOGS/gpu.txt"
+echo "cores $(nproc); $(g++ --version | head -1); $(nvcc --version | tail -1)"
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+
+stage "build"
+MAMBAMT_GPU_TARGETS="mambamt test_kernels test_models" scripts/gpu_build.sh >"$LOGS/build.log" 2>&1
+rc=$?
+grep -E -A6 "error:|FAILED:|CMake Error" "$LOGS/build.log" | head -80
+tail -3 "$LOGS/build.log"
+echo "build exit code $rc after $(elapsed) s"
+[ "$rc" -eq 0 ] || status=1
+[ -f "$BUILD_DIR/gpu_env.sh" ] && . "$BUILD_DIR/gpu_env.sh"
+BIN=$BUILD_DIR/bin/mambamt
+
+for t in test_kernels test_models; do
+  stage "$t [cuda]"
+  if [ ! -x "$BUILD_DIR/tests/$t" ]; then echo "not built"; status=1; continue; fi
+  if [ "$(left)" -lt 60 ]; then echo "skipped: out of time"; status=1; continue; fi
+  timeout "$(($(left) - 30))" "$BUILD_DIR/tests/$t" "[cuda]" >"$LOGS/$t-cuda.log" 2>&1 || status=1
+  grep -E -B2 -A12 "FAILED|REQUIRE|CHECK\(|error|Error" "$LOGS/$t-cuda.log" | head -60
+  tail -4 "$LOGS/$t-cuda.log"
+done
+
+stage "bench decode --device cuda"
+if [ -x "$BIN" ] && [ "$(left)" -gt 90 ]; then
+  # shellcheck disable=SC2086
+  timeout "$(($(left) - 60))" "$BIN" bench decode --device cuda ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench_decode.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "skipped"; status=1
+fi
+
+stage "demo sweep on the GPU"
+if [ -x "$BIN" ] && [ "$(left)" -gt 45 ]; then
+  RUN_DIR=$("$BIN" sweep configs/demo.toml --dry-run | sed -n 's/^run directory \(.*\) (.*)$/\1/p')
+  timeout "$(($(left) - 20))" "$BIN" sweep configs/demo.toml >"$LOGS/sweep.log" 2>&1
+  echo "sweep exit code $? after $(elapsed) s"
+  tail -5 "$LOGS/sweep.log"
+  "$BIN" status "$RUN_DIR" 2>&1 | tail -15
+  "$BIN" collect "$RUN_DIR" --format md --out /tmp/demo-results >/dev/null 2>&1 &&
+    cp /tmp/demo-results/tables.md "$LOGS/demo_tables.md" &&
+    awk '/^## /{show = /[Bb]aseline/} show' /tmp/demo-results/tables.md
+else
+  echo "skipped"
+fi
+echo "gpu_check: done after $(elapsed) s, status $status"
+exit $status
