@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "models/detail/linear.h"
 #include "models/registry.h"
@@ -41,7 +42,9 @@ const char* const kDecodeBenchHelp =
     "--full decodes every token instead (the three models in turns of 4 steps; tokens/s over all steps, the "
     "window estimate printed beside it). Options: --quick (tiny preset, lengths 64,256, batch 1,4), --preset "
     "tiny|small|base|medium|large (small), --batch LIST, --lengths LIST (each >= 16), --src N (128), --window "
-    "W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default).";
+    "W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default), --device "
+    "cpu|cuda|auto (cpu; on a GPU the copy bandwidth is a device-to-device copy, the weight product is cuBLAS's "
+    "in float32 without TF32, and every step is timed to its end on the device).";
 
 namespace {
 
@@ -49,17 +52,29 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Waits for the work queued on `device` (a GPU runs it asynchronously): every
+// time read after it includes that work.
+void finish_queued(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
 // Copy bandwidth (bytes read + written per second) of a copy far larger than
 // the caches, best of 5: the rate a memory-bound decoding step can stream at.
-double copy_bandwidth() {
+// On a GPU each round times 10 device-to-device copies back to back (one
+// 256 MiB copy takes well under a millisecond there).
+double copy_bandwidth(const torch::Device& device) {
   const int64_t n = 64LL << 20;  // 256 MiB of float32
-  torch::Tensor src = torch::ones({n}), dst = torch::empty({n});
+  const auto o = torch::TensorOptions().device(device);
+  torch::Tensor src = torch::ones({n}, o), dst = torch::empty({n}, o);
+  const int copies = device.is_cuda() ? 10 : 1;
   dst.copy_(src);
+  finish_queued(device);
   double best = 1e300;
   for (int r = 0; r < 5; ++r) {
     const auto t0 = Clock::now();
-    dst.copy_(src);
-    best = std::min(best, since(t0));
+    for (int c = 0; c < copies; ++c) dst.copy_(src);
+    finish_queued(device);
+    best = std::min(best, since(t0) / copies);
   }
   return 2.0 * static_cast<double>(n) * 4.0 / best;
 }
@@ -69,17 +84,23 @@ double copy_bandwidth() {
 // packed small-batch kernel for 2-256) at `b` rows against an n x d weight of
 // about 1 MiB, which stays in the caches: the rate of a step's weight products
 // where reading the weights does not bound them. Best of 15 rounds of 20: the
-// peak, which other jobs on a shared machine can only lower.
-double multiply_add_rate(int64_t b, int64_t d) {
+// peak, which other jobs on a shared machine can only lower. On a GPU
+// (cuBLAS, float32) the 20 products of a round are queued back to back and the
+// weight is about 16 MiB, still inside the L2 cache: a 1 MiB product is too
+// short to time its arithmetic rather than its launch.
+double multiply_add_rate(int64_t b, int64_t d, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   torch::manual_seed(5);
-  const int64_t n = std::max<int64_t>(256, ((1 << 18) / d + 15) / 16 * 16);
-  const torch::Tensor w = torch::randn({n, d}), x = torch::randn({b, d});
+  const int64_t bytes = device.is_cuda() ? (1 << 24) : (1 << 20);
+  const int64_t n = std::max<int64_t>(256, (bytes / 4 / d + 15) / 16 * 16);
+  const torch::Tensor w = torch::randn({n, d}).to(device), x = torch::randn({b, d}).to(device);
   models::detail::linear(x, w);  // packs w once
+  finish_queued(device);
   double best = 1e300;
   for (int r = 0; r < 15; ++r) {
     const auto t0 = Clock::now();
     for (int i = 0; i < 20; ++i) models::detail::linear(x, w);
+    finish_queued(device);
     best = std::min(best, since(t0) / 20);
   }
   return 2.0 * static_cast<double>(b * n * d) / best;
@@ -129,6 +150,7 @@ void decode_in_turns(std::vector<Decoding>& ds, int64_t n, int64_t turn, const s
         torch::Tensor logits = d.model->step(d.state, d.tokens);
         logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
         d.tokens = models::greedy_tokens(logits);
+        finish_queued(d.tokens.device());
         d.trace.step_s.push_back(since(start));
         if (std::find(marks.begin(), marks.end(), t + 1) != marks.end()) d.trace.state_at[t + 1] = d.state.bytes();
       }
@@ -166,6 +188,7 @@ models::InferenceState state_at(models::TranslationModel& m, const torch::Tensor
   torch::manual_seed(3 + pos);
   torch::Tensor prefix = torch::randint(5, vocab, {b, pos}, torch::kLong);
   prefix.select(1, 0).fill_(m.context().ids.bos);
+  prefix = prefix.to(src.device());
   const double cols = static_cast<double>(src.size(1) + pos);
   const double per_row = static_cast<double>(m.config().n_heads) * cols * cols * 4.0;
   const int64_t group = std::clamp<int64_t>(static_cast<int64_t>((256.0 * (1 << 20)) / per_row), 1, b);
@@ -230,6 +253,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<int64_t> batches{1, 16}, lengths{256, 1024, 4096};
   int64_t src_len = 128, threads = 0, window_steps = 32;
   bool full = false;
+  std::string device_name = "cpu";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
       preset = "tiny", batches = {1, 4}, lengths = {64, 256};
@@ -247,6 +271,10 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
       window_steps = parse_list(args, i, "bench decode", "--window").at(0);
     } else if (args[i] == "--full") {
       full = true;
+    } else if (args[i] == "--device" && i + 1 < args.size()) {
+      device_name = args[++i];
+      if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
+        throw UsageError("bench decode: --device must be cpu, cuda or auto, not '" + device_name + "'");
     } else {
       throw UsageError("bench decode: unknown argument '" + args[i] + "'");
     }
@@ -264,6 +292,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   torch::set_num_threads(static_cast<int>(threads > 0 ? threads : torch::get_num_threads()));
   const int64_t vocab = 32000, max_len = lengths.back();
   const auto t_begin = Clock::now();
+  const torch::Device device = core::select_device(device_name);
 
   // The baseline first: every ratio is against it.
   const std::vector<std::string> kinds{"transformer", "hybrid", "mamba"};
@@ -271,15 +300,20 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   for (const std::string& kind : kinds) {
     ms.push_back(preset_model(kind, preset, vocab, "bench decode"));
     ms.back()->eval();
+    ms.back()->to(device);
   }
   const std::string load = load_average();
-  const double bw = copy_bandwidth();
+  const double bw = copy_bandwidth(device);
   out << "decode benchmark: greedy, preset " << preset << ", source " << src_len << " tokens, vocabulary " << vocab
       << ", LibTorch threads " << torch::get_num_threads() << ", load average " << load << "\n";
+  out << "device: " << device.str() << "\n";
   for (size_t k = 0; k < kinds.size(); ++k)
     out << "  " << kinds[k] << ": " << fmt("%.1f", ms[k]->parameter_count() / 1e6) << "M parameters, "
         << fmt("%.1f", ms[k]->decoder_parameter_count() / 1e6) << "M read per step\n";
   out << "copy bandwidth: " << fmt("%.2f", bw / 1e9) << " GB/s (read + written, 256 MiB copies, best of 5)\n";
+  if (device.is_cuda())
+    out << "on a GPU a step is hundreds of kernel launches queued by this thread: where a step's bytes take "
+           "microseconds the launches, not the bytes, set its time\n";
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "
@@ -302,18 +336,20 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     torch::manual_seed(2);
     torch::Tensor src = torch::randint(5, vocab, {b, src_len}, torch::kLong);
     src.select(1, src_len - 1).fill_(ms[0]->context().ids.eos);
-    const torch::Tensor mask = torch::ones(src.sizes(), torch::kBool);
+    src = src.to(device);
+    const torch::Tensor mask = torch::ones(src.sizes(), torch::TensorOptions().dtype(torch::kBool).device(device));
     // The multiply-add rate of each model's weight product at this batch
     // (measured once per model width).
     std::map<int64_t, double> rate_at;
     std::vector<double> rate;
     for (const models::ModelPtr& m : ms) {
       const int64_t d = m->config().d_model;
-      if (!rate_at.count(d)) rate_at[d] = multiply_add_rate(b, d);
+      if (!rate_at.count(d)) rate_at[d] = multiply_add_rate(b, d, device);
       rate.push_back(rate_at[d]);
     }
     out << "\nbatch " << b << "\n";
-    out << "multiply-adds of the weight product (a 1 MiB weight held in cache):";
+    out << "multiply-adds of the weight product (a " << (device.is_cuda() ? "16" : "1")
+        << " MiB weight held in cache):";
     for (size_t k = 0; k < kinds.size(); ++k)
       out << (k ? ", " : " ") << kinds[k] << " " << fmt("%.1f", rate[k] / 1e9) << " GFLOP/s";
     out << "\n";
@@ -357,8 +393,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
         ds.push_back(decoding(k));
         const auto t0 = Clock::now();
         ds.back().state = ms[k]->start(src, mask, max_len);
+        finish_queued(device);
         setup.push_back(since(t0));
-        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
+        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::TensorOptions().dtype(torch::kLong).device(device));
       }
       size_t next = 0;  // the next length to print
       decode_in_turns(ds, max_len, turn, lengths, [&](int64_t done) {
@@ -393,12 +430,13 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
             const auto t0 = Clock::now();
             if (from == warm) {
               d.state = ms[k]->start(src, mask, warm + w);
-              d.tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong);
+              d.tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong).to(device);
             } else {
               d.state = state_at(*ms[k], src, mask, from - warm, len);
               torch::manual_seed(4 + from);
-              d.tokens = torch::randint(5, vocab, {b}, torch::kLong);
+              d.tokens = torch::randint(5, vocab, {b}, torch::kLong).to(device);
             }
+            finish_queued(device);
             rs[k].setup_s += since(t0);
           }
         decode_in_turns(ds, warm + w, turn);

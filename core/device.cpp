@@ -56,7 +56,7 @@ torch::Device select_device(const std::string& preference, int local_rank) {
   if (preference == "cuda" || preference == "auto") {
     if (gpus > 0) return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
     if (preference == "cuda")
-      throw InputError(std::string("train.device = \"cuda\" but no GPU is visible") +
+      throw InputError(std::string("device \"cuda\" asked for (train.device or --device) but no GPU is visible") +
                        (torch_has_cuda() ? "" : " (this LibTorch is built without CUDA)"));
     return torch::Device(torch::kCPU);
   }

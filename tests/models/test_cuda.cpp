@@ -1,0 +1,129 @@
+// The models on a GPU: the same weights give the CPU's logits and gradients,
+// and the model invariants (incremental decoding equals teacher forcing, beam
+// size 1 equals greedy) hold there too. Skipped cleanly without a GPU.
+#include <catch2/catch.hpp>
+
+#include "model_helpers.h"
+#include "models/search.h"
+
+using namespace mambamt;
+using namespace mambamt::models;
+using namespace mambamt::models::test;
+
+namespace {
+
+bool have_gpu() {
+  if (torch::cuda::is_available()) return true;
+  WARN("no CUDA device: model tests on the GPU skipped");
+  return false;
+}
+
+struct GpuVariant {
+  std::string name, kind, extra;
+  // cuDNN runs the GRUs of rnnsearch with TF32 products unless told otherwise
+  // (LibTorch's default), which rounds to about 1e-3.
+  double tol = 1e-4;
+};
+
+std::vector<GpuVariant> gpu_variants() {
+  return {
+      {"hybrid default (1:7 middle_end, cross every 4)", "hybrid", ""},
+      {"hybrid Mamba-1, 1:3 uniform, gated cross every 2", "hybrid",
+       "mamba_version = 1\nattention_ratio = 0.25\nattention_placement = \"uniform\"\ncross_attn_every = 2\n"
+       "cross_attn = \"gated\"\n"},
+      {"hybrid local self- and cross-attention, ngroups 2", "hybrid",
+       "enc_plan = [\"bimamba\", \"local_attention\", \"attention\"]\n"
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 3\ncross_attn = \"local\"\ncross_attn_window = 4\nngroups = 2\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
+      {"retnet", "retnet", ""},
+      {"rnnsearch", "rnnsearch", "", 3e-3},
+  };
+}
+
+TestBatch to_gpu(const TestBatch& b) {
+  TestBatch g = b;
+  for (torch::Tensor* t : {&g.src, &g.src_mask, &g.tgt_in, &g.tgt_out, &g.tgt_mask}) *t = t->to(torch::kCUDA);
+  return g;
+}
+
+torch::Tensor loss_of(TranslationModel& m, const TestBatch& b) {
+  torch::Tensor logits = m.forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
+  return torch::nn::functional::cross_entropy(logits.index({b.tgt_mask}), b.tgt_out.index({b.tgt_mask}));
+}
+
+}  // namespace
+
+TEST_CASE("on a GPU the models give the CPU's logits and gradients, and decode step by step to them",
+          "[models][cuda]") {
+  if (!have_gpu()) return;
+  const TestBatch cpu_batch = make_batch({5, 3, 7}, {6, 9, 2});
+  const TestBatch batch = to_gpu(cpu_batch);
+  for (const GpuVariant& v : gpu_variants()) {
+    SECTION(v.name) {
+      const core::ModelConfig config = tiny_config(v.kind, v.extra);
+      ModelPtr cpu = tiny_model(config), gpu = tiny_model(config);  // the same seed: the same weights
+      gpu->to(torch::kCUDA);
+      {
+        torch::NoGradGuard no_grad;
+        torch::Tensor forced = gpu->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+        REQUIRE(forced.device().is_cuda());
+        torch::Tensor forced_cpu = cpu->forward(cpu_batch.src, cpu_batch.src_mask, cpu_batch.tgt_in, cpu_batch.tgt_mask);
+        const torch::Tensor real = cpu_batch.tgt_mask;
+        CHECK(rel_err(forced.cpu().index({real}), forced_cpu.index({real})) <= v.tol);
+        // Incremental decoding on the GPU (a small reserve: the KV caches grow).
+        InferenceState st = gpu->start(batch.src, batch.src_mask, /*reserve=*/2);
+        for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+          torch::Tensor step = gpu->step(st, batch.tgt_in.select(1, t));
+          REQUIRE(step.device().is_cuda());
+          const torch::Tensor at = real.select(1, t);
+          INFO("position " << t);
+          CHECK(rel_err(step.cpu().index({at}), forced.select(1, t).cpu().index({at})) <= v.tol);
+        }
+      }
+      cpu->train();
+      gpu->train();
+      loss_of(*cpu, cpu_batch).backward();
+      loss_of(*gpu, batch).backward();
+      const auto cpu_params = cpu->named_parameters();
+      int64_t checked = 0;
+      for (const auto& p : gpu->named_parameters()) {
+        INFO(p.key());
+        REQUIRE(p.value().grad().defined());
+        const torch::Tensor want = cpu_params[p.key()].grad();
+        // Gradients sum over every position in another order on the GPU.
+        CHECK(rel_err(p.value().grad().cpu(), want) <= std::max(10 * v.tol, 1e-3));
+        ++checked;
+      }
+      CHECK(checked > 10);
+    }
+  }
+}
+
+TEST_CASE("on a GPU beam search with beam size 1 equals greedy search", "[models][search][cuda]") {
+  if (!have_gpu()) return;
+  const int64_t vocab = 8;
+  const TestBatch batch = to_gpu(make_batch({4, 7, 2, 5}, {2, 2, 2, 2}, vocab, 21));
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      m->to(torch::kCUDA);
+      SearchOptions o;
+      o.max_len_a = 1.0;
+      o.max_len_b = 4;
+      o.beam_size = 1;
+      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
+      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(greedy.size() == 4);
+      REQUIRE(beam.size() == 4);
+      for (size_t b = 0; b < 4; ++b) {
+        INFO("row " << b);
+        REQUIRE(beam[b].size() == 1);
+        CHECK(beam[b][0].tokens == greedy[b].tokens);
+        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
+      }
+    }
+  }
+}
