@@ -38,6 +38,11 @@ endif()
 # Everything that every mambamt library sees. Keeping one set of flags for all
 # targets is what lets them share a single precompiled LibTorch header.
 add_library(mambamt_deps INTERFACE)
+if(DEFINED ENV{MAMBAMT_DEPS_PREFIX})
+  # PyTorch's wheel ships newer fmt headers in its include folder; the
+  # prefix's spdlog needs the prefix's fmt, so the prefix's folder comes first.
+  target_include_directories(mambamt_deps SYSTEM BEFORE INTERFACE "$ENV{MAMBAMT_DEPS_PREFIX}/usr/include")
+endif()
 # sentencepiece is not linked here: data/ builds it into a shim library that it
 # loads with dlopen (data/CMakeLists.txt, data/detail/spm_api.h), because its
 # bundled protobuf-lite and LibTorch's libprotobuf cannot share one program.
