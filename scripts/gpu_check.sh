@@ -12,6 +12,7 @@
 # GPU. Logs go to $OUT (what the device tool brings back) or gpu-out/.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
 #   BENCH_ARGS="..."        extra arguments of bench decode
+#   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS=${OUT:-gpu-out}
@@ -31,7 +32,7 @@ echo "cores $(nproc); $(g++ --version | head -1); $(nvcc --version | tail -1)"
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
 
 stage "build"
-MAMBAMT_GPU_TARGETS="mambamt test_kernels test_models" scripts/gpu_build.sh >"$LOGS/build.log" 2>&1
+MAMBAMT_GPU_TARGETS=${GPU_CHECK_TARGETS:-mambamt test_kernels test_models} scripts/gpu_build.sh >"$LOGS/build.log" 2>&1
 rc=$?
 grep -E -A6 "error:|FAILED:|CMake Error" "$LOGS/build.log" | head -80
 tail -3 "$LOGS/build.log"
@@ -39,6 +40,10 @@ echo "build exit code $rc after $(elapsed) s"
 [ "$rc" -eq 0 ] || status=1
 [ -f "$BUILD_DIR/gpu_env.sh" ] && . "$BUILD_DIR/gpu_env.sh"
 BIN=$BUILD_DIR/bin/mambamt
+# Every shared library the programs need that the machine lacks, all at once.
+for f in "$BIN" "$BUILD_DIR"/tests/test_*; do
+  [ -x "$f" ] && ldd "$f" | grep "not found" | sed "s#^#$f: #"
+done
 
 for t in test_kernels test_models; do
   stage "$t [cuda]"

@@ -12,7 +12,9 @@ mkdir -p "$OUT"
 # The -dev packages, the tools the tests call, and the shared-library closure
 # of libhdf5, spdlog, fmt, toml++, sentencepiece and OpenMPI (its plugins
 # included), found with ldd + dpkg -S on Debian 12. Libraries every CUDA /
-# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out;
+# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out, but
+# libcurl's own closure comes along (seen on the H200 image, Ubuntu 24.04:
+# libunistring.so.2 missing there);
 # pkgconf comes along because the image need not have pkg-config.
 PKGS=(
   libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 hdf5-tools hdf5-helpers
@@ -23,6 +25,8 @@ PKGS=(
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 ibverbs-providers
   librdmacm1 libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 libmunge2
   libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2
+  libunistring2 libidn2-0 libgnutls30 libhogweed6 libnettle8 libgmp10 libtasn1-6 libp11-kit0 libffi8
+  libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2
   libjemalloc-dev libjemalloc2
   pkgconf pkgconf-bin libpkgconf3
   catch2
