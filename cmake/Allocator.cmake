@@ -31,3 +31,19 @@ function(mambamt_use_allocator target)
                         "-Wl,--pop-state")
   target_compile_definitions(${target} PRIVATE MAMBAMT_JEMALLOC_LINKED=1)
 endfunction()
+
+# Puts the allocator first in the lookup scope of shared library <target>,
+# which is loaded with RTLD_DEEPBIND (data/'s sentencepiece shim): such a
+# library and what it loads look symbols up in their own dependencies before
+# the program's, where libc's malloc and free and libstdc++'s operator new and
+# delete come before the program's jemalloc. A block allocated on one side of
+# the library's interface and freed on the other would meet two allocators
+# (seen on the GPU machine: glibc's free() aborted on a block of jemalloc's
+# inside sentencepiece's trainer). With jemalloc as the library's first
+# dependency, its malloc, free, new and delete are found first there too.
+function(mambamt_allocator_first_in_scope target)
+  if(MAMBAMT_JEMALLOC_LINKED)
+    target_link_libraries(${target} PRIVATE "-Wl,--push-state,--no-as-needed" ${MAMBAMT_JEMALLOC_LIBRARY}
+                          "-Wl,--pop-state")
+  endif()
+endfunction()

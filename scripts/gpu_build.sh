@@ -35,14 +35,18 @@ export PATH=$PREFIX/usr/bin:$PATH
 export LD_LIBRARY_PATH=$ML:$ML/hdf5/serial:$ML/openmpi/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PKG_CONFIG_SYSROOT_DIR=$PREFIX
 export PKG_CONFIG_PATH=$ML/pkgconfig:$PREFIX/usr/share/pkgconfig
-# A relocated OpenMPI finds its components and help files through OPAL_PREFIX.
-export OPAL_PREFIX=$PREFIX/usr
+# A relocated OpenMPI finds its components and help files through OPAL_PREFIX,
+# PMIx through PMIX_INSTALL_PREFIX; without them this PMIx loaded the image's
+# own (other version) PMIx plugins from the built-in path and warned.
+export OPAL_PREFIX=$PREFIX/usr PMIX_INSTALL_PREFIX=$ML/pmix2
+export PMIX_MCA_mca_base_component_path=$ML/pmix2/lib/pmix
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 # The same environment for the programs run after the build (scripts/gpu_check.sh sources it).
 mkdir -p "$BUILD_DIR"
 {
-  echo "export MAMBAMT_DEPS_PREFIX='$PREFIX' OPAL_PREFIX='$OPAL_PREFIX'"
+  echo "export MAMBAMT_DEPS_PREFIX='$PREFIX' OPAL_PREFIX='$OPAL_PREFIX' PMIX_INSTALL_PREFIX='$PMIX_INSTALL_PREFIX'"
+  echo "export PMIX_MCA_mca_base_component_path='$PMIX_MCA_mca_base_component_path'"
   echo "export PATH='$PREFIX/usr/bin':\$PATH LD_LIBRARY_PATH='$LD_LIBRARY_PATH'"
   echo "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
 } > "$BUILD_DIR/gpu_env.sh"

@@ -2,13 +2,16 @@
 // reuse of a trained directory, race-safe writes, and the word cache being
 // exactly sentencepiece's own segmentation.
 #include <catch2/catch.hpp>
+#include <dlfcn.h>
 
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "data/synthetic.h"
 #include "data/tokenizer.h"
 #include "data_fixtures.h"
+#include "mambamt_spm_path.h"
 
 using namespace mambamt::data;
 using namespace mambamt::data::testing;
@@ -171,4 +174,30 @@ TEST_CASE("tokenizer errors") {
   CHECK_THAT(input_error([&] { Tokenizer::load(d.path("nothing")); }), Contains(d.path("nothing/spm.model")));
   write_file(d.path("junk/spm.model"), "not a model");
   CHECK_THAT(input_error([&] { Tokenizer::load(d.path("junk")); }), Contains("not a sentencepiece model"));
+}
+
+// The shim is loaded with RTLD_DEEPBIND: sentencepiece looks symbols up in the
+// shim's own dependencies first. Strings cross its interface both ways, so
+// the allocation functions found there must be the program's (jemalloc where
+// linked): with libstdc++'s new and libc's free found first instead, glibc's
+// free() aborted on a block of jemalloc's inside sentencepiece's trainer.
+TEST_CASE("the sentencepiece shim's lookup scope finds the program's malloc, free, new and delete") {
+  void* shim = ::dlopen(MAMBAMT_SPM_BUILD_PATH, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  REQUIRE(shim != nullptr);
+  auto library_of = [](void* symbol) -> std::string {
+    Dl_info info{};
+    if (symbol == nullptr || ::dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return "?";
+    return info.dli_fname;
+  };
+  // malloc, free, operator new, operator delete (plain and sized), new[] and delete[].
+  for (const char* name : {"malloc", "free", "_Znwm", "_ZdlPv", "_ZdlPvm", "_Znam", "_ZdaPv"}) {
+    INFO(name);
+    const std::string in_shim = library_of(::dlsym(shim, name));
+    CHECK(in_shim != "?");
+    CHECK(in_shim == library_of(::dlsym(RTLD_DEFAULT, name)));
+#ifdef MAMBAMT_JEMALLOC_LINKED
+    CHECK(in_shim.find("jemalloc") != std::string::npos);
+#endif
+  }
+  ::dlclose(shim);
 }
