@@ -233,6 +233,10 @@ torch::Tensor MambaImpl::forward(const torch::Tensor& x, const SeqInfo& info, La
 torch::Tensor MambaImpl::step(const torch::Tensor& x, const StepInfo&, LayerState& state) {
   const int64_t di = options.d_inner();
   torch::Tensor p = detail::linear(x, in_proj);  // (B,width)
+  // Under autocast (evaluation on a GPU) the projection comes out in bf16 while
+  // a state made by start() holds the parameters' float32, and a state left by
+  // a forward pass the reverse: the step runs in the state's type.
+  if (p.scalar_type() != state.mamba.conv.scalar_type()) p = p.to(state.mamba.conv.scalar_type());
   // The fused CPU pass where it applies, else the kernels' steps.
   torch::Tensor y = ssd ? ssd->step_fused(p, state.mamba) : selective->step_fused(p, state.mamba);
   if (!y.defined()) {

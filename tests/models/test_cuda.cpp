@@ -102,6 +102,31 @@ TEST_CASE("on a GPU the models give the CPU's logits and gradients, and decode s
   }
 }
 
+// Evaluation on a GPU decodes under bf16 autocast (train::AutocastGuard): the
+// hybrids' evaluation failed there once ("causal_conv1d_step: state has dtype
+// Float, expected BFloat16"), while teacher forcing and training ran.
+TEST_CASE("on a GPU under bf16 autocast step-by-step decoding follows teacher forcing", "[models][cuda]") {
+  if (!have_gpu()) return;
+  const TestBatch batch = to_gpu(make_batch({5, 3, 7}, {6, 9, 2}));
+  for (const GpuVariant& v : gpu_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      m->to(torch::kCUDA);
+      torch::NoGradGuard no_grad;
+      const Bf16Autocast autocast(c10::DeviceType::CUDA);
+      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
+      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+      const torch::Tensor real = batch.tgt_mask.cpu();
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat).cpu();
+        const torch::Tensor at = real.select(1, t);
+        INFO("position " << t);
+        CHECK(rel_err(step.index({at}), forced.select(1, t).cpu().index({at})) <= 3e-2);
+      }
+    }
+  }
+}
+
 TEST_CASE("on a GPU beam search with beam size 1 equals greedy search", "[models][search][cuda]") {
   if (!have_gpu()) return;
   const int64_t vocab = 8;
