@@ -395,7 +395,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
         ds.back().state = ms[k]->start(src, mask, max_len);
         finish_queued(device);
         setup.push_back(since(t0));
-        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::TensorOptions().dtype(torch::kLong).device(device));
+        ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong).to(device);
       }
       size_t next = 0;  // the next length to print
       decode_in_turns(ds, max_len, turn, lengths, [&](int64_t done) {

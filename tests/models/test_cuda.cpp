@@ -70,7 +70,8 @@ TEST_CASE("on a GPU the models give the CPU's logits and gradients, and decode s
         torch::NoGradGuard no_grad;
         torch::Tensor forced = gpu->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
         REQUIRE(forced.device().is_cuda());
-        torch::Tensor forced_cpu = cpu->forward(cpu_batch.src, cpu_batch.src_mask, cpu_batch.tgt_in, cpu_batch.tgt_mask);
+        torch::Tensor forced_cpu =
+            cpu->forward(cpu_batch.src, cpu_batch.src_mask, cpu_batch.tgt_in, cpu_batch.tgt_mask);
         const torch::Tensor real = cpu_batch.tgt_mask;
         CHECK(rel_err(forced.cpu().index({real}), forced_cpu.index({real})) <= v.tol);
         // Incremental decoding on the GPU (a small reserve: the KV caches grow).
