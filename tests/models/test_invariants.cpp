@@ -3,6 +3,7 @@
 // every parameter receives a gradient.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <optional>
 
 #include "model_helpers.h"
@@ -360,6 +361,48 @@ TEST_CASE("beam hypotheses score what forced decoding says", "[models][search]")
           CHECK(lp == Approx(h.log_prob).epsilon(1e-4));
           CHECK(h.score == Approx(h.log_prob / std::pow(static_cast<double>(len), 0.6)).epsilon(1e-9));
         }
+      }
+    }
+  }
+}
+
+// The searches of evaluation under bf16 autocast (as on a GPU): beam search
+// with compaction and state reorders, forced prefixes of different lengths
+// (prefilled, then stepped), greedy search; none may meet a state of another
+// dtype, and forced decoding scores the hypotheses as the search did, within
+// bf16's precision.
+TEST_CASE("under bf16 autocast the searches run and forced decoding agrees with them", "[models][search]") {
+  const int64_t vocab = 8;
+  TestBatch batch = make_batch({4, 6, 3}, {2, 2, 2}, vocab, 4);
+  const Prefixes prefixes{{5, 6, 4}, {}, {7, 5, 5, 6, 4}};
+  for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only"}) {
+    SECTION(kind) {
+      ModelPtr m = tiny_model(tiny_config(kind), vocab);
+      const Bf16Autocast autocast(c10::DeviceType::CPU);
+      SearchOptions o;
+      o.beam_size = 3;
+      o.nbest = 2;
+      o.max_len_a = 1.0;
+      o.max_len_b = 3;
+      auto beams = beam_search(*m, batch.src, batch.src_mask, o);
+      auto prefixed = beam_search(*m, batch.src, batch.src_mask, o, prefixes);
+      o.beam_size = 1;
+      o.nbest = 1;
+      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
+      REQUIRE(beams.size() == 3);
+      REQUIRE(prefixed.size() == 3);
+      REQUIRE(greedy.size() == 3);
+      for (size_t b = 0; b < 3; ++b) {
+        INFO("row " << b);
+        REQUIRE(!beams[b].empty());
+        REQUIRE(!prefixed[b].empty());
+        REQUIRE((!greedy[b].tokens.empty() || greedy[b].finished));
+        const Hypothesis& h = beams[b][0];
+        const ForcedRow f = forced_row({}, h);
+        TestBatch r = batch.row(static_cast<int64_t>(b));
+        const double lp = sequence_log_probs(*m, r.src, r.src_mask, f.in, f.out, f.mask).item<double>();
+        CHECK(std::isfinite(h.log_prob));
+        CHECK(lp == Approx(h.log_prob).epsilon(0.05).margin(0.05));
       }
     }
   }
