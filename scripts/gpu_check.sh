@@ -8,8 +8,8 @@
 # (scripts/gpu_build.sh), then, in order of importance and while its time
 # budget lasts: the [cuda] tests (kernels against the float64 references; the
 # models' logits, gradients and incremental decoding against the CPU), `mambamt
-# bench decode --device cuda`, and the demo sweep trained and evaluated on the
-# GPU. Logs go to $OUT (what the device tool brings back) or gpu-out/.
+# bench decode --device cuda`, `mambamt bench train` (small preset), and the
+# demo sweep trained and evaluated on the GPU. Logs go to $OUT (what the device tool brings back) or gpu-out/.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
 #   BENCH_ARGS="..."        extra arguments of bench decode
 #   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
@@ -61,6 +61,13 @@ if [ -x "$BIN" ] && [ "$(left)" -gt 90 ]; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "skipped"; status=1
+fi
+
+stage "bench train (on the GPU when one is visible)"
+if [ -x "$BIN" ] && [ "$(left)" -gt 150 ]; then
+  timeout 90 "$BIN" bench train --preset small --lengths 512,2048,8192 2>&1 | tee "$LOGS/bench_train.txt"
+else
+  echo "skipped"
 fi
 
 stage "demo sweep on the GPU"
