@@ -15,7 +15,7 @@ endif()
 # project's own headers (quoted or angled includes that resolve under the
 # repository, the file's folder or tests/). Answers are cached per file for
 # the configure run; a file whose includes change is re-scanned when CMake
-# next configures (until then it is only built slower or faster, never wrong).
+# next configures (mambamt_use_pch makes editing a test file do that).
 function(mambamt_reaches_torch file out)
   get_filename_component(file "${file}" ABSOLUTE)
   get_property(_known GLOBAL PROPERTY "MAMBAMT_TORCH:${file}" SET)
@@ -69,6 +69,14 @@ function(mambamt_use_pch target)
     mambamt_reaches_torch("${_s}" _torch)
     if(NOT _torch)
       set_source_files_properties("${_s}" PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+      # A test file compiled without the PCH includes Catch before anything
+      # else; should an edit make it reach LibTorch, c10's CHECK macro would
+      # replace Catch's and its CHECKs stop being test assertions. Editing it
+      # re-runs CMake (about 3 s), which classifies it again.
+      get_filename_component(_abs "${_s}" ABSOLUTE)
+      if(_abs MATCHES "^${PROJECT_SOURCE_DIR}/tests/")
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_abs}")
+      endif()
     endif()
   endforeach()
 endfunction()
