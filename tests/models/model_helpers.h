@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "models/model.h"
 #include "models/registry.h"
+#include "models/search.h"
 
 namespace mambamt::models::test {
 
@@ -137,6 +138,34 @@ inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   if (b.numel() == 0) return 0.0;
   const double den = b.abs().max().item<double>();
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>() / (den > 0 ? den : 1.0);
+}
+
+// Beam search with beam size 1 against greedy search on `batch` (outputs of
+// at most source length + 4 tokens, rows dropped as they finish or, with
+// `compact` false, kept): the same tokens, ends and log-probabilities.
+// Returns greedy's hypotheses.
+inline std::vector<Hypothesis> check_beam_one_is_greedy(TranslationModel& m, const TestBatch& batch,
+                                                        bool compact = true) {
+  SearchOptions o;
+  o.max_len_a = 1.0;
+  o.max_len_b = 4;
+  o.beam_size = 1;
+  o.compact = compact;
+  auto greedy = greedy_search(m, batch.src, batch.src_mask, o);
+  auto beam = beam_search(m, batch.src, batch.src_mask, o);
+  const auto rows = static_cast<size_t>(batch.size());
+  REQUIRE(greedy.size() == rows);
+  REQUIRE(beam.size() == rows);
+  for (size_t b = 0; b < rows; ++b) {
+    INFO("row " << b);
+    REQUIRE(beam[b].size() == 1);
+    CHECK(beam[b][0].tokens == greedy[b].tokens);
+    CHECK(beam[b][0].finished == greedy[b].finished);
+    CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
+    const int64_t max_len = batch.src_len[b] + 4;
+    CHECK(static_cast<int64_t>(greedy[b].tokens.size()) + (greedy[b].finished ? 1 : 0) <= max_len);
+  }
+  return greedy;
 }
 
 }  // namespace mambamt::models::test

@@ -136,20 +136,7 @@ TEST_CASE("on a GPU beam search with beam size 1 equals greedy search", "[models
     SECTION(kind) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
       m->to(torch::kCUDA);
-      SearchOptions o;
-      o.max_len_a = 1.0;
-      o.max_len_b = 4;
-      o.beam_size = 1;
-      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
-      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
-      REQUIRE(greedy.size() == 4);
-      REQUIRE(beam.size() == 4);
-      for (size_t b = 0; b < 4; ++b) {
-        INFO("row " << b);
-        REQUIRE(beam[b].size() == 1);
-        CHECK(beam[b][0].tokens == greedy[b].tokens);
-        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
-      }
+      check_beam_one_is_greedy(*m, batch);
     }
   }
 }

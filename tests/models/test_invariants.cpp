@@ -305,31 +305,10 @@ TEST_CASE("beam search with beam size 1 equals greedy search", "[models][search]
   for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only", "retnet", "rnnsearch"}) {
     SECTION(kind) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
-      SearchOptions o;
-      o.max_len_a = 1.0;
-      o.max_len_b = 4;
-      o.beam_size = 1;
-      auto greedy = greedy_search(*m, batch.src, batch.src_mask, o);
-      auto beam = beam_search(*m, batch.src, batch.src_mask, o);
-      REQUIRE(greedy.size() == 4);
-      REQUIRE(beam.size() == 4);
-      for (size_t b = 0; b < 4; ++b) {
-        INFO("row " << b);
-        REQUIRE(beam[b].size() == 1);
-        CHECK(beam[b][0].tokens == greedy[b].tokens);
-        CHECK(beam[b][0].finished == greedy[b].finished);
-        CHECK(beam[b][0].log_prob == Approx(greedy[b].log_prob).epsilon(1e-5));
-        const int64_t max_len = batch.src_len[b] + 4;
-        CHECK(static_cast<int64_t>(greedy[b].tokens.size()) + (greedy[b].finished ? 1 : 0) <= max_len);
-      }
+      const auto greedy = check_beam_one_is_greedy(*m, batch);
       // Without compaction the rows stay in the batch; the results do not change.
-      o.compact = false;
-      auto fixed = greedy_search(*m, batch.src, batch.src_mask, o);
-      auto fixed_beam = beam_search(*m, batch.src, batch.src_mask, o);
-      for (size_t b = 0; b < 4; ++b) {
-        CHECK(fixed[b].tokens == greedy[b].tokens);
-        CHECK(fixed_beam[b][0].tokens == greedy[b].tokens);
-      }
+      const auto fixed = check_beam_one_is_greedy(*m, batch, /*compact=*/false);
+      for (size_t b = 0; b < 4; ++b) CHECK(fixed[b].tokens == greedy[b].tokens);
     }
   }
 }
