@@ -43,8 +43,9 @@ const char* const kDecodeBenchHelp =
     "window estimate printed beside it). Options: --quick (tiny preset, lengths 64,256, batch 1,4), --preset "
     "tiny|small|base|medium|large (small), --batch LIST, --lengths LIST (each >= 16), --src N (128), --window "
     "W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default), --device "
-    "cpu|cuda|auto (cpu; on a GPU the copy bandwidth is a device-to-device copy, the weight product is cuBLAS's "
-    "in float32 without TF32, and every step is timed to its end on the device).";
+    "cpu|cuda|auto (auto: the GPU when one is visible, as bench train; on a GPU the copy bandwidth is a "
+    "device-to-device copy, the weight product is cuBLAS's in float32 without TF32, and every step is timed to "
+    "its end on the device).";
 
 namespace {
 
@@ -253,7 +254,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   std::vector<int64_t> batches{1, 16}, lengths{256, 1024, 4096};
   int64_t src_len = 128, threads = 0, window_steps = 32;
   bool full = false;
-  std::string device_name = "cpu";
+  std::string device_name = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
       preset = "tiny", batches = {1, 4}, lengths = {64, 256};

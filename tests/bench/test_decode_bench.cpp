@@ -1,6 +1,8 @@
 // `mambamt bench decode` on the tiny preset with short outputs, windowed and
 // --full: every model's row at every length, with sane values. The timings
 // themselves are not asserted (tests never assert on wall-clock time).
+// LibTorch before Catch: both define CHECK, and Catch's must win.
+#include <torch/torch.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -43,6 +45,8 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
       INFO(out);
       CHECK(out.find(full ? "method: every token decoded" : "method: windows of 6 steps") != std::string::npos);
       CHECK(out.find("\nbatch 2\n") != std::string::npos);
+      // The default device is auto: the GPU when one is visible.
+      CHECK(out.find(torch::cuda::is_available() ? "\ndevice: cuda:0\n" : "\ndevice: cpu\n") != std::string::npos);
       CHECK(std::regex_search(out, std::regex("multiply-adds of the weight product .*: transformer [0-9.]+ GFLOP/s, "
                                               "hybrid [0-9.]+ GFLOP/s, mamba [0-9.]+ GFLOP/s\n")));
       CHECK(out.find("\ntotal ") != std::string::npos);
@@ -74,5 +78,10 @@ TEST_CASE("bench decode rejects bad arguments", "[bench]") {
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--lengths", "8"}, out), mambamt::UsageError);
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--window", "0"}, out), mambamt::UsageError);
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--nope"}, out), mambamt::UsageError);
+  CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--device", "gpu"}, out), mambamt::UsageError);
+  CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--device"}, out), mambamt::UsageError);
+  if (!torch::cuda::is_available())  // asking for a GPU where none is: an input error naming the device
+    CHECK_THROWS_WITH(mambamt::bench::run_decode_bench({"--quick", "--device", "cuda"}, out),
+                      Catch::Matchers::Contains("no GPU is visible"));
   CHECK(out.str().empty());
 }
