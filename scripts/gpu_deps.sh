@@ -12,10 +12,9 @@ mkdir -p "$OUT"
 # The -dev packages, the tools the tests call, and the shared-library closure
 # of libhdf5, spdlog, fmt, toml++, sentencepiece and OpenMPI (its plugins
 # included), found with ldd + dpkg -S on Debian 12. Libraries every CUDA /
-# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out, but
-# libcurl's own closure comes along (seen on the H200 image, Ubuntu 24.04:
-# libunistring.so.2 missing there);
-# pkgconf comes along because the image need not have pkg-config.
+# PyTorch image has (libc, libstdc++, zlib, OpenSSL, ...) are left out, except
+# libcurl's own closure (the H200's image, Ubuntu 24.04, lacked
+# libunistring.so.2). pkgconf comes along: the image need not have pkg-config.
 PKGS=(
   libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 hdf5-tools hdf5-helpers
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
