@@ -51,6 +51,10 @@ std::string load_average() {
   return load;
 }
 
+void finish_queued(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
 std::shared_ptr<models::TranslationModel> preset_model(const std::string& kind, const std::string& preset,
                                                        int64_t vocab, const std::string& who) {
   core::ModelConfig c;

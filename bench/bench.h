@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+namespace c10 {
+struct Device;
+}
 namespace mambamt::models {
 class TranslationModel;
 }
@@ -35,6 +38,10 @@ std::string fmt(const char* format, double v);
 // The first line of /proc/loadavg ("?" where there is none): how busy the
 // machine was, printed in every benchmark's header.
 std::string load_average();
+
+// Waits for the work queued on `device` (a GPU runs it asynchronously), so
+// that a clock read afterwards includes it; nothing on the CPU.
+void finish_queued(const c10::Device& device);
 
 // A model of `kind` at size `preset` (dropout 0, initialised from seed 1, so
 // every run builds the same weights) for a vocabulary of `vocab`; a bad preset

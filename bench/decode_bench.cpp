@@ -53,12 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Waits for the work queued on `device` (a GPU runs it asynchronously): every
-// time read after it includes that work.
-void finish_queued(const torch::Device& device) {
-  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
-}
-
 // Copy bandwidth (bytes read + written per second) of a copy far larger than
 // the caches, best of 5: the rate a memory-bound decoding step can stream at.
 // On a GPU each round times 10 device-to-device copies back to back (one

@@ -69,10 +69,10 @@ Measure measure(models::TranslationModel& model, int64_t length, int64_t steps, 
     train::start_peak_measurement(device);  // pages kept from the last model would hide this peak
     const double base = device.is_cuda() ? 0 : train::rss_mb();
     one_step();  // warm-up (allocations, kernel selection)
-    if (device.is_cuda()) torch::cuda::synchronize();
+    finish_queued(device);
     const auto t0 = Clock::now();
     for (int64_t s = 0; s < steps; ++s) one_step();
-    if (device.is_cuda()) torch::cuda::synchronize();
+    finish_queued(device);
     m.step_s = std::chrono::duration<double>(Clock::now() - t0).count() / static_cast<double>(steps);
     m.tok_s = 2.0 * static_cast<double>(length) / m.step_s;
     m.memory_mb = device.is_cuda() ? train::cuda_peak_mb(device) : std::max(0.0, train::peak_rss_mb() - base);
