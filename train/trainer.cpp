@@ -1,8 +1,5 @@
 #include "train/trainer.h"
 
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
-
 #include <chrono>
 #include <cstring>
 #include <cmath>
@@ -14,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/error.h"
 #include "core/signals.h"
 #include "data/sampler.h"
@@ -134,36 +132,13 @@ bool use_bf16(const core::TrainConfig& train, const torch::Device& device) {
 }
 
 AutocastGuard::AutocastGuard(const torch::Device& device, bool enabled) {
-#ifdef MAMBAMT_WITH_CUDA
   if (!enabled || !device.is_cuda()) return;
   active_ = true;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  previous_ = at::autocast::is_autocast_enabled(at::kCUDA);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-#else
-  previous_ = at::autocast::is_enabled();
-  at::autocast::set_enabled(true);
-  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-#endif
-  at::autocast::increment_nesting();
-#else
-  (void)device;
-  (void)enabled;
-#endif
+  previous_ = core::begin_bf16_autocast(c10::DeviceType::CUDA);
 }
 
 AutocastGuard::~AutocastGuard() {
-#ifdef MAMBAMT_WITH_CUDA
-  if (!active_) return;
-  // Leaving the outermost region drops the cached bf16 copies of the weights.
-  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, previous_);
-#else
-  at::autocast::set_enabled(previous_);
-#endif
-#endif
+  if (active_) core::end_bf16_autocast(c10::DeviceType::CUDA, previous_);
 }
 
 std::map<std::string, torch::Tensor> model_tensors(const core::Checkpoint& ckpt) {

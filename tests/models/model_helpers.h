@@ -1,12 +1,12 @@
 #pragma once
 // Helpers of the model tests: tiny configs, random padded batches, comparisons.
-#include <ATen/autocast_mode.h>
 #include <catch2/catch.hpp>
 #include <torch/torch.h>
 
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/config.h"
 #include "models/model.h"
 #include "models/registry.h"
@@ -92,46 +92,6 @@ inline TestBatch make_batch(const std::vector<int64_t>& src_len, const std::vect
   }
   return x;
 }
-
-// bf16 autocast on `device` (CPU or CUDA) for its lifetime, as training and
-// evaluation run on a GPU (train::AutocastGuard, which does CUDA only).
-class Bf16Autocast {
- public:
-  explicit Bf16Autocast(c10::DeviceType device) : device_(device) {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    previous_ = at::autocast::is_autocast_enabled(device_);
-    at::autocast::set_autocast_enabled(device_, true);
-    at::autocast::set_autocast_dtype(device_, at::kBFloat16);
-#else
-    if (device_ == c10::DeviceType::CPU) {
-      previous_ = at::autocast::is_cpu_enabled();
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    } else {
-      previous_ = at::autocast::is_enabled();
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    }
-#endif
-  }
-  ~Bf16Autocast() {
-    at::autocast::clear_cache();
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(device_, previous_);
-#else
-    if (device_ == c10::DeviceType::CPU)
-      at::autocast::set_cpu_enabled(previous_);
-    else
-      at::autocast::set_enabled(previous_);
-#endif
-  }
-  Bf16Autocast(const Bf16Autocast&) = delete;
-  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
-
- private:
-  c10::DeviceType device_;
-  bool previous_ = false;
-};
 
 // How far step-by-step decoding may drift from teacher forcing under bf16
 // autocast, relative to the largest logit. RetNet's recurrent and parallel

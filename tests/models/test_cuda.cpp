@@ -114,7 +114,7 @@ TEST_CASE("on a GPU under bf16 autocast step-by-step decoding follows teacher fo
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
       m->to(torch::kCUDA);
       torch::NoGradGuard no_grad;
-      const Bf16Autocast autocast(c10::DeviceType::CUDA);
+      const core::Bf16Autocast autocast(c10::DeviceType::CUDA);
       torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
       InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
       const torch::Tensor real = batch.tgt_mask.cpu();

@@ -118,7 +118,7 @@ TEST_CASE("under bf16 autocast step-by-step decoding follows teacher forcing", "
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
-      const Bf16Autocast autocast(c10::DeviceType::CPU);
+      const core::Bf16Autocast autocast(c10::DeviceType::CPU);
       torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
       InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
       for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
@@ -354,7 +354,7 @@ TEST_CASE("under bf16 autocast the searches run and forced decoding agrees with 
   for (const std::string kind : {"hybrid", "transformer", "mamba", "decoder_only"}) {
     SECTION(kind) {
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
-      const Bf16Autocast autocast(c10::DeviceType::CPU);
+      const core::Bf16Autocast autocast(c10::DeviceType::CPU);
       SearchOptions o;
       o.beam_size = 3;
       o.nbest = 2;
