@@ -248,6 +248,7 @@ torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, 
   torch::Tensor qkv_ = detail::linear(x, qkv);
   shared_rope(info, info.position, dh, options.rope_base(), x.scalar_type(), {b, 1, 1, 1, dh / 2});
   KvCache& c = state.self;
+  if (info.column.defined()) return static_step(qkv_, info, c);
   reserve(c, 1);
   // q rotated (B,H,Dh), k rotated and v written to the cache in one pass...
   torch::Tensor q = detail::rotate_append(qkv_, info.rope_cos, info.rope_sin, c.k, c.v, c.valid,
@@ -270,6 +271,30 @@ torch::Tensor AttentionImpl::step(const torch::Tensor& x, const StepInfo& info, 
   else
     y = attend(q.reshape({b, h, 1, dh}), c.k.narrow(2, 0, n), c.v.narrow(2, 0, n),
                c.valid.narrow(1, 0, n).view({b, 1, 1, n}), 0.0, false);
+  return detail::linear(y.view({b, options.d_model()}), out);
+}
+
+torch::Tensor AttentionImpl::static_step(const torch::Tensor& qkv_, const StepInfo& info, KvCache& c) {
+  const int64_t b = qkv_.size(0), h = options.n_heads(), dh = head_dim();
+  // The columns read: a ring's every slot, else the span, which must reach
+  // past this step's column and stay inside the cache (host-side lengths;
+  // a CUDA graph checks them once, at capture, and its runner before replays).
+  const int64_t n = c.window > 0 ? c.window : info.span;
+  TORCH_CHECK(c.window > 0 || (c.length < info.span && info.span <= c.capacity()),
+              "Attention static step: column ", c.length, " needs a span in (", c.length, ", ", c.capacity(),
+              "] (the cache's capacity), got ", info.span);
+  torch::Tensor qkv5 = qkv_.view({b, 3, h, 1, dh});
+  torch::Tensor qk = apply_rope(qkv5.narrow(1, 0, 2), info.rope_cos, info.rope_sin);  // (B,2,H,1,Dh)
+  torch::Tensor slot = c.window > 0 ? info.column.remainder(c.window) : info.column;
+  c.k.index_copy_(2, slot, qk.select(1, 1).to(c.k.scalar_type()));
+  c.v.index_copy_(2, slot, qkv5.select(1, 2).to(c.v.scalar_type()));
+  c.valid.index_fill_(1, slot, true);
+  c.length += 1;
+  // Columns past this step's are stale (a reorder copies only the filled
+  // ones): slot j is read when j <= column.
+  torch::Tensor allowed = c.valid.narrow(1, 0, n).logical_and(torch::arange(n, info.column.options()).le(info.column));
+  torch::Tensor y = attend(qk.select(1, 0).reshape({b, h, 1, dh}), c.k.narrow(2, 0, n), c.v.narrow(2, 0, n),
+                           allowed.view({b, 1, 1, n}), 0.0, false);
   return detail::linear(y.view({b, options.d_model()}), out);
 }
 

@@ -101,6 +101,9 @@ class AttentionImpl : public MixerImpl {
   void append(KvCache& cache, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& valid);
   // Makes room for L more columns in a full-attention cache (a ring has its window).
   static void reserve(KvCache& cache, int64_t l);
+  // step() of a static state (StepInfo::column defined): the cache written in
+  // place at the device-side column and read over a fixed span, masked.
+  torch::Tensor static_step(const torch::Tensor& qkv, const StepInfo& info, KvCache& cache);
 };
 TORCH_MODULE(Attention);
 

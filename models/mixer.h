@@ -42,6 +42,11 @@ struct SeqInfo {
 // One token per row (incremental decoding).
 struct StepInfo {
   torch::Tensor position;  // (B) int64: position of this token in its own sequence
+  // Static steps (InferenceState::make_static): the KV-cache column this step
+  // writes, (1) int64 on the device, and the columns full attention reads.
+  // Undefined column = the usual steps (host-side lengths, caches that grow).
+  torch::Tensor column{};
+  int64_t span = 0;
 
   // Rotary tables (B,1,1,1,Dh/2) shared by the attention layers of one step.
   mutable torch::Tensor rope_cos{}, rope_sin{};

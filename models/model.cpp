@@ -122,6 +122,24 @@ std::pair<torch::Tensor, torch::Tensor> left_aligned(const torch::Tensor& prefix
   torch::Tensor t = torch::arange(prefix.size(1), ids.options()).unsqueeze(0);
   return align_padding(ids, t < lengths.to(ids.device(), torch::kLong).unsqueeze(1), /*left=*/true);
 }
+
+// What a stack's step is told about the state's next token.
+StepInfo step_info(const InferenceState& st) {
+  StepInfo info{st.position};
+  info.column = st.column;
+  info.span = st.span;
+  return info;
+}
+
+// After a step: the next position (in place for a static state).
+void advance(InferenceState& st) {
+  if (st.is_static()) {
+    st.position.add_(1);
+    st.column.add_(1);
+  } else {
+    st.position = st.position + 1;
+  }
+}
 }  // namespace
 
 InferenceState TranslationModel::prefill(const torch::Tensor& src, const torch::Tensor& src_mask,
@@ -291,8 +309,8 @@ torch::Tensor EncoderDecoderModel::step(InferenceState& st, const torch::Tensor&
   torch::NoGradGuard no_grad;
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
               st.batch_size());
-  torch::Tensor h = decoder->step(tgt_embed(tokens), StepInfo{st.position}, st.layers);
-  st.position = st.position + 1;
+  torch::Tensor h = decoder->step(tgt_embed(tokens), step_info(st), st.layers);
+  advance(st);
   return logits(h);
 }
 
@@ -432,8 +450,8 @@ torch::Tensor DecoderOnlyModel::step(InferenceState& st, const torch::Tensor& to
   torch::NoGradGuard no_grad;
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
               st.batch_size());
-  torch::Tensor h = decoder->step(embed(tokens), StepInfo{st.position}, st.layers);
-  st.position = st.position + 1;
+  torch::Tensor h = decoder->step(embed(tokens), step_info(st), st.layers);
+  advance(st);
   return logits(h);
 }
 

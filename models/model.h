@@ -101,6 +101,10 @@ class TranslationModel : public torch::nn::Module {
                                  int64_t reserve = 64, const torch::Tensor& lengths = {});
   // Whether prefill() takes prefixes of different lengths in one batch.
   virtual bool prefills_ragged() const { return false; }
+  // Whether step() honours a static state (InferenceState::make_static:
+  // tensors changed in place, shapes kept; what a CUDA graph of the step
+  // needs, models/graph.h). True for the encoder-decoder and decoder-only kinds.
+  virtual bool steps_statically() const { return false; }
 
   // Teacher forcing like forward(), but the decoder's final hidden states
   // (B,T,D) at the target positions: after the decoder's final norm, before
@@ -168,6 +172,7 @@ class EncoderDecoderModel : public TranslationModel {
   InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
                          int64_t reserve = 64, const torch::Tensor& lengths = {}) override;
   bool prefills_ragged() const override { return true; }
+  bool steps_statically() const override { return true; }
   int64_t decoder_parameter_count() const override;
   torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
                              const torch::Tensor& tgt_mask) override;
@@ -200,6 +205,7 @@ class DecoderOnlyModel : public TranslationModel {
   InferenceState prefill(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& prefix,
                          int64_t reserve = 64, const torch::Tensor& lengths = {}) override;
   bool prefills_ragged() const override { return true; }
+  bool steps_statically() const override { return true; }
   int64_t decoder_parameter_count() const override;
   torch::Tensor final_hidden(const torch::Tensor& src, const torch::Tensor& src_mask, const torch::Tensor& tgt_in,
                              const torch::Tensor& tgt_mask) override;

@@ -95,8 +95,12 @@ torch::Tensor RetentionImpl::step(const torch::Tensor& x, const StepInfo& info, 
   sin = sin.unsqueeze(1);
   q = apply_rope(q, cos, sin);
   k = apply_rope(k, cos, sin) * (1.0 / std::sqrt(static_cast<double>(dk)));
-  torch::Tensor gamma = log_decays_.exp().to(x.device(), ct).view({1, h, 1, 1});
-  state.recurrent = state.recurrent * gamma + k.unsqueeze(-1) * v.unsqueeze(-2);  // (B,H,dk,dv)
+  if (!step_gamma_.defined() || step_gamma_.device() != x.device() || step_gamma_.scalar_type() != ct)
+    step_gamma_ = log_decays_.exp().to(x.device(), ct).view({1, h, 1, 1});
+  // In place (a static state's tensors keep their memory; models/state.h),
+  // in the compute type (a prefill under autocast leaves bf16).
+  if (state.recurrent.scalar_type() != ct) state.recurrent = state.recurrent.to(ct);
+  state.recurrent.mul_(step_gamma_).add_(k.unsqueeze(-1) * v.unsqueeze(-2));  // (B,H,dk,dv)
   torch::Tensor o = torch::matmul(q.unsqueeze(-2), state.recurrent).squeeze(-2);  // (B,H,dv)
   return finish(x, o);
 }

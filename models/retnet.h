@@ -79,6 +79,9 @@ class RetentionImpl : public MixerImpl {
   // group norm, swish gate, output projection.
   torch::Tensor finish(const torch::Tensor& x, const torch::Tensor& o);
   torch::Tensor log_decays_;  // (H) float64, copied to the compute dtype/device on use
+  // The decays (1,H,1,1) in the step's dtype on its device, kept between steps
+  // (a copy from the host each step would be a transfer a CUDA graph cannot hold).
+  torch::Tensor step_gamma_;
 };
 TORCH_MODULE(Retention);
 

@@ -112,6 +112,39 @@ InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {
   return out;
 }
 
+void InferenceState::make_static(int64_t span_columns) {
+  TORCH_CHECK(position.defined(), "InferenceState::make_static: the state is empty (start() or prefill() first)");
+  TORCH_CHECK(span_columns >= 0, "InferenceState::make_static: negative span ", span_columns);
+  int64_t length = -1;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const KvCache& c = layers[i].self;
+    if (!c.k.defined()) continue;
+    TORCH_CHECK(length < 0 || c.length == length, "InferenceState::make_static: layer ", i, "'s KV cache holds ",
+                c.length, " columns, an earlier layer's ", length);
+    length = c.length;
+  }
+  torch::NoGradGuard no_grad;
+  position = position.clone();
+  column = torch::full({1}, std::max<int64_t>(length, 0), position.options().dtype(torch::kLong));
+  span = span_columns;
+}
+
+std::vector<torch::Tensor> InferenceState::tensors() const {
+  std::vector<torch::Tensor> out;
+  auto add = [&out](const torch::Tensor& t) {
+    if (t.defined()) out.push_back(t);
+  };
+  for (const LayerState& l : layers) {
+    for (const torch::Tensor* t : {&l.mamba.conv, &l.mamba.ssm, &l.self.k, &l.self.v, &l.self.valid, &l.recurrent,
+                                   &l.cross.k, &l.cross.v, &l.cross.mask, &l.cross.src_len})
+      add(*t);
+  }
+  add(position);
+  add(src_len);
+  add(column);
+  return out;
+}
+
 StateBytes InferenceState::bytes() const {
   StateBytes b;
   for (const LayerState& l : layers) {

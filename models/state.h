@@ -73,6 +73,24 @@ class InferenceState {
   // (B) int64: real tokens of each row's source (max-length rules of search).
   torch::Tensor src_len;
 
+  // Static steps: what a CUDA graph of step() needs (models/graph.h). After
+  // make_static(), every step() of the encoder-decoder and decoder-only kinds
+  // (TranslationModel::steps_statically) changes the state's tensors in place
+  // and keeps their shapes: positions advance in place, KV caches no longer
+  // grow (their capacity must hold the rest of the output), the column a step
+  // writes comes from `column` on the device, and full-attention layers read
+  // the first `span` columns of their caches, the unwritten ones masked. The
+  // host-side lengths (KvCache::length) are kept as before. A reorder()
+  // replaces the tensors (a graph of the old ones no longer applies) but the
+  // state stays static.
+  torch::Tensor column;  // (1) int64 on the state's device: KV-cache columns written
+  int64_t span = 0;      // columns a full-attention step reads; each step needs column < span <= capacity
+  bool is_static() const { return column.defined(); }
+  // Switches to static steps reading `span` columns (positions are copied
+  // first: a step then changes them in place). Every KV cache must have the
+  // same length (true of a state from start, prefill, reorder or cat).
+  void make_static(int64_t span);
+
   int64_t batch_size() const { return position.defined() ? position.size(0) : 0; }
 
   // Rows become rows[index]: index (int64, values in [0, B)) may repeat rows
@@ -89,6 +107,11 @@ class InferenceState {
   void reorder(const torch::Tensor& index, bool same_sources = false);
 
   StateBytes bytes() const;
+
+  // Every defined tensor of the state in a fixed order: per layer the Mamba
+  // states, the KV cache, the recurrent state and the cross-attention K/V, then
+  // position, src_len and column.
+  std::vector<torch::Tensor> tensors() const;
 
   // The rows of `parts` one after the other (batch concatenation), e.g. the
   // states of row groups prefilled one at a time to bound their memory. The

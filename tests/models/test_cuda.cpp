@@ -3,7 +3,10 @@
 // size 1 equals greedy) hold there too. Skipped cleanly without a GPU.
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 #include "model_helpers.h"
+#include "models/graph.h"
 #include "models/search.h"
 
 using namespace mambamt;
@@ -137,6 +140,58 @@ TEST_CASE("on a GPU beam search with beam size 1 equals greedy search", "[models
       ModelPtr m = tiny_model(tiny_config(kind), vocab);
       m->to(torch::kCUDA);
       check_beam_one_is_greedy(*m, batch);
+    }
+  }
+}
+
+// models/graph.h: each step replayed from a CUDA graph gives the logits of the
+// usual step on the same tokens, across a span change (64, then the rest of
+// the cache) and a reorder (the state's tensors replaced: recorded again).
+TEST_CASE("on a GPU decoding steps replayed from CUDA graphs give the usual steps' logits", "[models][cuda]") {
+  if (!have_gpu()) return;
+  REQUIRE(StepGraphs::available());
+  const TestBatch batch = to_gpu(make_batch({9, 20}, {80, 45}, kVocab, 8));
+  const torch::Tensor order = torch::tensor({1, 0}, torch::kLong).to(torch::kCUDA);
+  const std::vector<GpuVariant> variants = {
+      {"hybrid default", "hybrid", ""},
+      {"hybrid local self- and cross-attention, Mamba-1", "hybrid",
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 5\ncross_attn = \"local\"\ncross_attn_window = 4\nmamba_version = 1\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
+      {"decoder_only Mamba-Local (window 16)", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
+      {"retnet", "retnet", ""},
+  };
+  for (const bool autocast : {false, true})
+  for (const GpuVariant& v : variants) {
+    if (autocast && v.kind != "hybrid" && v.kind != "mamba") continue;
+    SECTION(v.name + (autocast ? " under bf16 autocast" : "")) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      m->to(torch::kCUDA);
+      torch::NoGradGuard no_grad;
+      std::optional<core::Bf16Autocast> region;
+      if (autocast) region.emplace(c10::DeviceType::CUDA);
+      InferenceState usual = m->start(batch.src, batch.src_mask, /*reserve=*/80);
+      InferenceState graphed = m->start(batch.src, batch.src_mask, /*reserve=*/80);
+      StepGraphs graphs(*m, graphed);
+      bool full_attention = false;
+      for (const LayerState& l : graphed.layers) full_attention |= l.self.k.defined() && l.self.window == 0;
+      double worst = 0;
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        if (t == 40) {
+          usual.reorder(order);
+          graphed.reorder(order);
+        }
+        const torch::Tensor tokens = batch.tgt_in.select(1, t);
+        const torch::Tensor want = m->step(usual, tokens).to(torch::kFloat).cpu();
+        const torch::Tensor got = graphs.step(tokens).to(torch::kFloat).cpu();
+        worst = std::max(worst, rel_err(got, want));
+      }
+      CHECK(worst <= (autocast ? bf16_decode_tolerance(v.kind) : 1e-4));
+      CHECK(torch::equal(graphed.position.cpu(), usual.position.cpu()));
+      // One recording per span, and the span in use recorded again after the reorder.
+      CHECK(graphs.recordings() == (full_attention ? 3 : 2));
     }
   }
 }

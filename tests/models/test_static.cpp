@@ -1,0 +1,166 @@
+// Static decoding steps (InferenceState::make_static): what a CUDA graph of a
+// step records (models/graph.h). Here on the CPU: they give the teacher-forced
+// logits at the spans the graph runner picks, change every tensor of the state
+// in place, and follow the usual steps after prefills and reorders. The graphs
+// themselves run in test_cuda.cpp.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "core/error.h"
+#include "model_helpers.h"
+#include "models/graph.h"
+
+using namespace mambamt;
+using namespace mambamt::models;
+using namespace mambamt::models::test;
+
+namespace {
+
+struct StaticVariant {
+  std::string name, kind, extra;
+};
+
+// Every kind that steps statically, with the layer kinds whose state differs:
+// full attention (spans), rings (sliding windows), both Mamba versions,
+// local and gated cross-attention, retention.
+std::vector<StaticVariant> static_variants() {
+  return {
+      {"hybrid default", "hybrid", ""},
+      {"hybrid local self- and cross-attention, Mamba-1", "hybrid",
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 5\ncross_attn = \"local\"\ncross_attn_window = 4\nmamba_version = 1\n"},
+      {"hybrid gated cross every 2, dense connections", "hybrid",
+       "cross_attn_every = 2\ncross_attn = \"gated\"\ndense_connections = 2\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
+      {"decoder_only Mamba-Local (window 16)", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
+      {"retnet", "retnet", ""},
+  };
+}
+
+// The host-side columns of the state's full-attention caches (what the graph
+// runner reads): written and allocated, 0 and 0 without any.
+std::pair<int64_t, int64_t> full_columns(const InferenceState& st) {
+  for (const LayerState& l : st.layers)
+    if (l.self.k.defined() && l.self.window == 0) return {l.self.length, l.self.capacity()};
+  return {0, 0};
+}
+
+// One static step at the span the graph runner would pick.
+torch::Tensor static_step(TranslationModel& m, InferenceState& st, const torch::Tensor& tokens) {
+  const auto [written, capacity] = full_columns(st);
+  st.span = capacity > 0 ? static_span(written, capacity) : 0;
+  return m.step(st, tokens);
+}
+
+std::vector<const void*> addresses(const InferenceState& st) {
+  std::vector<const void*> out;
+  for (const torch::Tensor& t : st.tensors()) out.push_back(t.data_ptr());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("static_span: powers of two from 64 past the column, within the capacity", "[models][static]") {
+  CHECK(static_span(0, 1000) == 64);
+  CHECK(static_span(63, 1000) == 64);
+  CHECK(static_span(64, 1000) == 128);
+  CHECK(static_span(200, 1000) == 256);
+  CHECK(static_span(600, 1000) == 1000);
+  CHECK(static_span(10, 40) == 40);
+}
+
+TEST_CASE("static steps give the teacher-forced logits and keep every tensor of the state in place",
+          "[models][static]") {
+  // Targets past the first span (64) and the ring of 16.
+  TestBatch batch = make_batch({9, 20}, {80, 45}, kVocab, 8);
+  for (const StaticVariant& v : static_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      REQUIRE(m->steps_statically());
+      torch::NoGradGuard no_grad;
+      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      // The caches must hold the whole output: they do not grow.
+      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/80);
+      st.make_static(0);
+      REQUIRE(st.is_static());
+      const std::vector<const void*> before = addresses(st);
+      std::set<int64_t> spans;
+      double worst = 0;
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        torch::Tensor step = static_step(*m, st, batch.tgt_in.select(1, t));
+        spans.insert(st.span);
+        torch::Tensor real = batch.tgt_mask.select(1, t);
+        worst = std::max(worst, rel_err(step.index({real}), forced.select(1, t).index({real})));
+        INFO("position " << t);
+        REQUIRE(addresses(st) == before);
+      }
+      CHECK(worst <= 1e-4);
+      // The device-side column and the host-side lengths agree.
+      for (const LayerState& l : st.layers)
+        if (l.self.k.defined()) CHECK(st.column.item<int64_t>() == l.self.length);
+      // Full attention went through two spans (64, then 128 up to the capacity).
+      if (full_columns(st).second > 0) CHECK(spans.size() == 2);
+    }
+  }
+}
+
+TEST_CASE("static steps follow the usual ones after a ragged prefill and through reorders", "[models][static]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  torch::manual_seed(6);
+  torch::Tensor prefix = torch::randint(5, kVocab, {3, 6}, torch::kLong);
+  prefix.select(1, 0).fill_(2);  // bos
+  const torch::Tensor lengths = torch::tensor({4, 1, 6}, torch::kLong);
+  const torch::Tensor next = torch::randint(5, kVocab, {8, 3}, torch::kLong);
+  const torch::Tensor order = torch::tensor({2, 2, 0}, torch::kLong);
+  for (const StaticVariant& v : static_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      torch::NoGradGuard no_grad;
+      InferenceState usual = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/20, lengths);
+      InferenceState fixed = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/20, lengths);
+      fixed.make_static(0);
+      for (int64_t i = 0; i < next.size(0); ++i) {
+        INFO("step " << i);
+        if (i == 4) {  // beam search's reorder: rows repeated and dropped
+          usual.reorder(order);
+          fixed.reorder(order);
+          CHECK(fixed.is_static());
+        }
+        torch::Tensor want = m->step(usual, next[i]);
+        CHECK(rel_err(static_step(*m, fixed, next[i]), want) <= 1e-4);
+        CHECK(torch::equal(fixed.position, usual.position));
+      }
+    }
+  }
+}
+
+TEST_CASE("a static step refuses a span that misses its column or leaves the cache", "[models][static]") {
+  TestBatch batch = make_batch({5, 3}, {6, 4});
+  ModelPtr m = tiny_model(tiny_config("transformer"));
+  torch::NoGradGuard no_grad;
+  InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/20);
+  st.make_static(1);
+  m->step(st, batch.tgt_in.select(1, 0));  // column 0, span 1
+  // Column 1 is outside a span of 1, and 21 columns are more than the cache holds.
+  CHECK_THROWS_WITH(m->step(st, batch.tgt_in.select(1, 1)), Catch::Contains("needs a span in (1, 20]"));
+  st.span = 21;
+  CHECK_THROWS_WITH(m->step(st, batch.tgt_in.select(1, 1)), Catch::Contains("got 21"));
+}
+
+TEST_CASE("step graphs need a kind that steps statically, a GPU and a LibTorch with CUDA", "[models][static]") {
+  TestBatch batch = make_batch({5, 3}, {6, 4});
+  ModelPtr rnn = tiny_model(tiny_config("rnnsearch"));
+  CHECK_FALSE(rnn->steps_statically());
+  if (StepGraphs::available()) {
+    WARN("a GPU is visible: the refusals without one are not checked");
+    return;
+  }
+  ModelPtr m = tiny_model(tiny_config("mamba"));
+  InferenceState st = m->start(batch.src, batch.src_mask);
+  CHECK_THROWS_AS(StepGraphs(*m, st), Error);
+  // Nothing was changed on the way.
+  CHECK_FALSE(st.is_static());
+}
