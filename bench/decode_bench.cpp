@@ -10,11 +10,13 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "core/device.h"
 #include "core/error.h"
 #include "models/detail/linear.h"
+#include "models/graph.h"
 #include "models/registry.h"
 #include "models/search.h"
 
@@ -45,7 +47,10 @@ const char* const kDecodeBenchHelp =
     "W (32, at most a quarter of the shortest length), --full, --threads N (LibTorch's default), --device "
     "cpu|cuda|auto (auto: the GPU when one is visible, as bench train; on a GPU the copy bandwidth is a "
     "device-to-device copy, the weight product is cuBLAS's in float32 without TF32, and every step is timed to "
-    "its end on the device).";
+    "its end on the device), --graphs (a GPU only: every model's steps replayed from CUDA graphs, models/graph.h; "
+    "static states, so full attention reads a span of its KV cache, a power of two from 64 up to the output "
+    "length; a graph is recorded for each span when decoding first reaches it, in a warm-up step where the "
+    "windows allow).";
 
 namespace {
 
@@ -125,7 +130,15 @@ struct Decoding {
   torch::Tensor tokens;  // (B) fed by the next step
   double weight_bytes = 0;
   Trace trace;
+  // --graphs: the steps replayed from CUDA graphs (made once the Decoding no
+  // longer moves: it refers to `state`).
+  std::unique_ptr<models::StepGraphs> graphs;
 };
+
+// --graphs: every decoding's steps from CUDA graphs, once `ds` is complete.
+void use_graphs(std::vector<Decoding>& ds) {
+  for (Decoding& d : ds) d.graphs = std::make_unique<models::StepGraphs>(*d.model, d.state);
+}
 
 // `n` greedy steps (eos masked, so every row runs to the end) of every model
 // in turns of `turn` steps each, so that the other jobs of a shared machine
@@ -142,7 +155,7 @@ void decode_in_turns(std::vector<Decoding>& ds, int64_t n, int64_t turn, const s
       for (int64_t t = t0; t < t1; ++t) {
         d.trace.bytes.push_back(step_bytes(d.state.bytes(), d.weight_bytes));
         const auto start = Clock::now();
-        torch::Tensor logits = d.model->step(d.state, d.tokens);
+        torch::Tensor logits = d.graphs ? d.graphs->step(d.tokens) : d.model->step(d.state, d.tokens);
         logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
         d.tokens = models::greedy_tokens(logits);
         finish_queued(d.tokens.device());
@@ -247,7 +260,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   std::string preset = "small";
   std::vector<int64_t> batches{1, 16}, lengths{256, 1024, 4096};
   int64_t src_len = 128, threads = 0, window_steps = 32;
-  bool full = false;
+  bool full = false, graphs = false;
   std::string device_name = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
@@ -266,6 +279,8 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
       window_steps = parse_list(args, i, "bench decode", "--window").at(0);
     } else if (args[i] == "--full") {
       full = true;
+    } else if (args[i] == "--graphs") {
+      graphs = true;
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       device_name = args[++i];
       if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
@@ -288,6 +303,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   const int64_t vocab = 32000, max_len = lengths.back();
   const auto t_begin = Clock::now();
   const torch::Device device = core::select_device(device_name);
+  if (graphs && !device.is_cuda())
+    throw UsageError("bench decode: --graphs replays steps from CUDA graphs: it needs a GPU (device " + device.str() +
+                     ")");
 
   // The baseline first: every ratio is against it.
   const std::vector<std::string> kinds{"transformer", "hybrid", "mamba"};
@@ -306,9 +324,12 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     out << "  " << kinds[k] << ": " << fmt("%.1f", ms[k]->parameter_count() / 1e6) << "M parameters, "
         << fmt("%.1f", ms[k]->decoder_parameter_count() / 1e6) << "M read per step\n";
   out << "copy bandwidth: " << fmt("%.2f", bw / 1e9) << " GB/s (read + written, 256 MiB copies, best of 5)\n";
-  if (device.is_cuda())
+  if (device.is_cuda() && !graphs)
     out << "on a GPU a step is hundreds of kernel launches queued by this thread: where a step's bytes take "
-           "microseconds the launches, not the bytes, set its time\n";
+           "microseconds the launches, not the bytes, set its time (--graphs replays them from CUDA graphs)\n";
+  if (graphs)
+    out << "steps replayed from CUDA graphs (--graphs): full attention reads a span of its KV cache (a power of two "
+           "from 64 up to the output length), one graph per span, recorded when decoding first reaches it\n";
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "
@@ -392,6 +413,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
         setup.push_back(since(t0));
         ds.back().tokens = torch::full({b}, ms[k]->context().ids.bos, torch::kLong).to(device);
       }
+      if (graphs) use_graphs(ds);
       size_t next = 0;  // the next length to print
       decode_in_turns(ds, max_len, turn, lengths, [&](int64_t done) {
         for (; next < lengths.size() && lengths[next] <= done; ++next) {
@@ -434,6 +456,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
             finish_queued(device);
             rs[k].setup_s += since(t0);
           }
+        if (graphs) use_graphs(ds);
         decode_in_turns(ds, warm + w, turn);
         for (size_t k = 0; k < kinds.size(); ++k) {
           Result& r = rs[k];

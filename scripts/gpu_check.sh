@@ -7,9 +7,10 @@
 # Builds mambamt and the kernel and model tests against the machine's PyTorch
 # (scripts/gpu_build.sh), then, in order of importance and while its time
 # budget lasts: the [cuda] tests (kernels against the float64 references; the
-# models' logits, gradients and incremental decoding against the CPU), `mambamt
-# bench decode --device cuda`, `mambamt bench train` (small preset), and the
-# demo sweep trained and evaluated on the GPU. Logs go to $OUT (what the
+# models' logits, gradients and incremental decoding against the CPU, steps
+# replayed from CUDA graphs against the usual ones), `mambamt bench decode
+# --device cuda` without and with --graphs, `mambamt bench train` (small
+# preset), and the demo sweep trained and evaluated on the GPU. Logs go to $OUT (what the
 # device tool brings back) or gpu-out/. On the H200 the build took ~100 s, the
 # tests and bench decode ~15 s, the demo sweep ~90 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
@@ -60,6 +61,16 @@ stage "bench decode --device cuda"
 if [ -x "$BIN" ] && [ "$(left)" -gt 90 ]; then
   # shellcheck disable=SC2086
   timeout "$(($(left) - 60))" "$BIN" bench decode --device cuda ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench_decode.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "skipped"; status=1
+fi
+
+stage "bench decode --device cuda --graphs (steps replayed from CUDA graphs)"
+if [ -x "$BIN" ] && [ "$(left)" -gt 90 ]; then
+  # shellcheck disable=SC2086
+  timeout "$(($(left) - 60))" "$BIN" bench decode --device cuda --graphs ${BENCH_ARGS:-} 2>&1 |
+    tee "$LOGS/bench_decode_graphs.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "skipped"; status=1

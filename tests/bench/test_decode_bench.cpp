@@ -80,6 +80,9 @@ TEST_CASE("bench decode rejects bad arguments", "[bench]") {
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--nope"}, out), mambamt::UsageError);
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--device", "gpu"}, out), mambamt::UsageError);
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--device"}, out), mambamt::UsageError);
+  // CUDA graphs on the CPU: a usage error naming the device.
+  CHECK_THROWS_WITH(mambamt::bench::run_decode_bench({"--quick", "--graphs", "--device", "cpu"}, out),
+                    Catch::Matchers::Contains("it needs a GPU (device cpu)"));
   if (!torch::cuda::is_available())  // asking for a GPU where none is: an input error naming the device
     CHECK_THROWS_WITH(mambamt::bench::run_decode_bench({"--quick", "--device", "cuda"}, out),
                       Catch::Matchers::Contains("no GPU is visible"));
