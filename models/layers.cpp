@@ -7,6 +7,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "kernels/norm.h"
 #include "models/detail/decode_cpu.h"
 #include "models/detail/init.h"
 #include "models/detail/linear.h"
@@ -44,6 +45,11 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   if (!torch::GradMode::is_enabled() && x.is_cpu() && x.scalar_type() == torch::kFloat &&
       weight.scalar_type() == torch::kFloat && weight.is_contiguous())
     return rms_norm_fused(x, weight, options.eps());
+  // On a GPU one kernel instead of the seven of the expression below (the
+  // same result; a decode step launches every one of them).
+  if (!torch::GradMode::is_enabled() && x.is_cuda() &&
+      (weight.scalar_type() == torch::kFloat || weight.scalar_type() == x.scalar_type()))
+    return kernels::rms_norm(x, weight, options.eps());
   // Computed in float32 at least, so bf16 activations keep their scale.
   torch::Tensor xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
   torch::Tensor r = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + options.eps());

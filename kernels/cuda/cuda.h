@@ -18,4 +18,6 @@ void conv1d_forward(const detail::ConvParams& p);
 void conv1d_backward(const detail::ConvBwdParams& p);
 void conv1d_step(const detail::ConvStepParams& p);
 
+void rms_norm(const detail::RmsNormParams& p);
+
 }  // namespace mambamt::kernels::cuda

@@ -44,4 +44,6 @@ void conv1d_forward(const detail::ConvParams& p) { conv_forward_launch(p, stream
 void conv1d_backward(const detail::ConvBwdParams& p) { conv_backward_launch(p, stream()); }
 void conv1d_step(const detail::ConvStepParams& p) { conv_step_launch(p, stream()); }
 
+void rms_norm(const detail::RmsNormParams& p) { rms_norm_launch(p, stream()); }
+
 }  // namespace mambamt::kernels::cuda

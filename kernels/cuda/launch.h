@@ -25,4 +25,6 @@ void conv_forward_launch(const detail::ConvParams& p, void* stream);
 void conv_backward_launch(const detail::ConvBwdParams& p, void* stream);
 void conv_step_launch(const detail::ConvStepParams& p, void* stream);
 
+void rms_norm_launch(const detail::RmsNormParams& p, void* stream);
+
 }  // namespace mambamt::kernels::cuda

@@ -204,4 +204,15 @@ struct ConvStepParams {
   void* y = nullptr;             // act (B,D)
 };
 
+// RMSNorm of rows (kernels/norm.h).
+struct RmsNormParams {
+  DType dtype = DType::kFloat32;         // x
+  DType weight_dtype = DType::kFloat32;  // float32 or x's dtype
+  int64_t rows = 0, dim = 0;
+  double eps = 1e-6;
+  const void* x = nullptr;       // (rows, dim), contiguous
+  const void* weight = nullptr;  // (dim)
+  void* y = nullptr;             // (rows, dim) in the promoted type of x and weight
+};
+
 }  // namespace mambamt::kernels::detail

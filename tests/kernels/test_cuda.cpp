@@ -5,6 +5,7 @@
 
 #include "helpers.h"
 #include "kernels/conv1d.h"
+#include "kernels/norm.h"
 #include "kernels/reference.h"
 #include "kernels/selective_scan.h"
 #include "kernels/ssd.h"
@@ -192,4 +193,33 @@ TEST_CASE("CUDA decode steps match the CPU steps", "[kernels][cuda]") {
                                               sC.contiguous(), q2)));
     CHECK(torch::equal(h1, h2));
   }
+}
+
+// The CUDA RMSNorm against the same expression on the CPU (kernels/norm.h):
+// every dtype pair the models meet (a float32 weight with float32, bf16 or
+// fp16 activations under autocast; weights in the activations' dtype), rows of
+// one element to several blocks' strides, a non-contiguous x.
+TEST_CASE("CUDA rms_norm matches the expression on the CPU", "[kernels][cuda]") {
+  if (!have_gpu()) return;
+  torch::manual_seed(45);
+  struct Case {
+    torch::ScalarType x, w;
+    double tol;
+  };
+  for (const Case c : {Case{torch::kFloat, torch::kFloat, 1e-5}, Case{torch::kDouble, torch::kDouble, 1e-12},
+                       Case{torch::kBFloat16, torch::kFloat, 1e-2}, Case{torch::kBFloat16, torch::kBFloat16, 2e-2},
+                       Case{torch::kHalf, torch::kFloat, 2e-3}, Case{torch::kHalf, torch::kHalf, 4e-3}})
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{16, 384}, std::vector<int64_t>{3, 5, 1000}, std::vector<int64_t>{1, 1}}) {
+      INFO("x " << c.x << ", weight " << c.w << ", shape " << torch::IntArrayRef(shape));
+      const torch::Tensor x = (torch::randn(shape) * 3).to(c.x), w = (torch::rand({shape.back()}) + 0.5).to(c.w);
+      const torch::Tensor want = k::rms_norm(x, w, 1e-5);
+      const torch::Tensor got = k::rms_norm(x.cuda(), w.cuda(), 1e-5);
+      CHECK(got.scalar_type() == want.scalar_type());
+      CHECK(got.sizes() == want.sizes());
+      MAMBAMT_CHECK_CLOSE(got.cpu().to(torch::kDouble), want.to(torch::kDouble), c.tol, c.tol);
+    }
+  // A transposed x (not contiguous) gives the contiguous result.
+  const torch::Tensor xt = torch::randn({64, 8}, torch::kCUDA).t(), w = torch::rand({64}, torch::kCUDA);
+  CHECK(torch::equal(k::rms_norm(xt, w, 1e-6), k::rms_norm(xt.contiguous(), w, 1e-6)));
 }
