@@ -48,9 +48,9 @@ const char* const kDecodeBenchHelp =
     "cpu|cuda|auto (auto: the GPU when one is visible, as bench train; on a GPU the copy bandwidth is a "
     "device-to-device copy, the weight product is cuBLAS's in float32 without TF32, and every step is timed to "
     "its end on the device), --graphs (a GPU only: every model's steps replayed from CUDA graphs, models/graph.h; "
-    "static states, so full attention reads a span of its KV cache, a power of two from 64 up to the output "
-    "length; a graph is recorded for each span when decoding first reaches it, in a warm-up step where the "
-    "windows allow).";
+    "static states, so full attention reads a span of its KV cache, at most 64 columns or an eighth more than it "
+    "needs (models::static_span; the predictions count the span); a graph is recorded for each span when "
+    "decoding first reaches it).";
 
 namespace {
 
@@ -117,6 +117,20 @@ double step_bytes(const models::StateBytes& sb, double weight_bytes) {
   return weight_bytes + static_cast<double>(sb.kv_cache + sb.cross_kv + 2 * (sb.mamba + sb.recurrent));
 }
 
+// --graphs: a static step's full-attention layers read `span` columns of
+// their KV caches, filled or not (models/graph.h): the state's bytes with
+// those columns counted.
+models::StateBytes with_spans(models::StateBytes sb, const models::InferenceState& st) {
+  for (const models::LayerState& l : st.layers) {
+    const models::KvCache& c = l.self;
+    if (!c.k.defined() || c.window > 0 || c.length >= c.capacity()) continue;
+    const int64_t per_column =
+        (c.k.nbytes() + c.v.nbytes() + c.valid.nbytes()) / static_cast<int64_t>(c.capacity());
+    sb.kv_cache += per_column * (models::static_span(c.length, c.capacity()) - c.filled());
+  }
+  return sb;
+}
+
 // Wall time and modelled bytes of consecutive decoding steps.
 struct Trace {
   std::vector<double> step_s, bytes;
@@ -153,7 +167,8 @@ void decode_in_turns(std::vector<Decoding>& ds, int64_t n, int64_t turn, const s
     for (Decoding& d : ds) {
       const int64_t eos = d.model->context().ids.eos;
       for (int64_t t = t0; t < t1; ++t) {
-        d.trace.bytes.push_back(step_bytes(d.state.bytes(), d.weight_bytes));
+        const models::StateBytes sb = d.state.bytes();
+        d.trace.bytes.push_back(step_bytes(d.graphs ? with_spans(sb, d.state) : sb, d.weight_bytes));
         const auto start = Clock::now();
         torch::Tensor logits = d.graphs ? d.graphs->step(d.tokens) : d.model->step(d.state, d.tokens);
         logits.select(1, eos).fill_(-std::numeric_limits<float>::infinity());
@@ -328,8 +343,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     out << "on a GPU a step is hundreds of kernel launches queued by this thread: where a step's bytes take "
            "microseconds the launches, not the bytes, set its time (--graphs replays them from CUDA graphs)\n";
   if (graphs)
-    out << "steps replayed from CUDA graphs (--graphs): full attention reads a span of its KV cache (a power of two "
-           "from 64 up to the output length), one graph per span, recorded when decoding first reaches it\n";
+    out << "steps replayed from CUDA graphs (--graphs): full attention reads a span of its KV cache (at most 64 "
+           "columns or an eighth more than it needs; the predictions count it), one graph per span, recorded when "
+           "decoding first reaches it\n";
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "

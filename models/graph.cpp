@@ -18,9 +18,11 @@
 namespace mambamt::models {
 
 int64_t static_span(int64_t column, int64_t capacity) {
-  int64_t span = 64;
-  while (span <= column) span *= 2;
-  return std::min(span, capacity);
+  const int64_t need = column + 1;
+  int64_t power = 64;  // the largest power of two <= need, at least 64
+  while (power * 2 <= need) power *= 2;
+  const int64_t grain = std::max<int64_t>(64, power / 8);
+  return std::min((need + grain - 1) / grain * grain, capacity);
 }
 
 #ifdef MAMBAMT_WITH_CUDA

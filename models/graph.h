@@ -14,10 +14,10 @@
 // The state is made static (InferenceState::make_static): every step changes
 // its tensors in place and keeps their shapes, so one recording replays at
 // every position. Full-attention layers read a fixed span of their KV cache
-// (the unwritten columns masked): one graph per span (static_span(): powers of
-// two from 64 up to the cache's capacity), recorded when decoding first
-// reaches it, so a step reads at most about twice the columns it needs. The
-// KV caches do not grow: start() or prefill() must reserve the whole output.
+// (the unwritten columns masked): one graph per span (static_span(): multiples
+// of 64, of an eighth of the power of two below past 1024 columns), recorded
+// when decoding first reaches it, so a step reads at most 64 columns or an
+// eighth more than it needs (32 graphs for 4096 columns). The KV caches do not grow: start() or prefill() must reserve the whole output.
 // A state whose tensors were replaced (reorder(), another make_static) or whose
 // batch changed is recorded again on the next step.
 //
@@ -35,8 +35,9 @@
 
 namespace mambamt::models {
 
-// The span a static step at KV-cache column `column` reads: the smallest power
-// of two from 64 up that exceeds column, at most `capacity`.
+// The span a static step at KV-cache column `column` reads: the smallest
+// multiple of max(64, P / 8) that exceeds column, P the largest power of two
+// <= column + 1; at most `capacity`.
 int64_t static_span(int64_t column, int64_t capacity);
 
 class StepGraphs {

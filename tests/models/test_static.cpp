@@ -63,13 +63,23 @@ std::vector<const void*> addresses(const InferenceState& st) {
 
 }  // namespace
 
-TEST_CASE("static_span: powers of two from 64 past the column, within the capacity", "[models][static]") {
-  CHECK(static_span(0, 1000) == 64);
-  CHECK(static_span(63, 1000) == 64);
-  CHECK(static_span(64, 1000) == 128);
-  CHECK(static_span(200, 1000) == 256);
-  CHECK(static_span(600, 1000) == 1000);
-  CHECK(static_span(10, 40) == 40);
+TEST_CASE("static_span: multiples of 64, of an eighth of the power of two past 1024, within the capacity",
+          "[models][static]") {
+  CHECK(static_span(0, 5000) == 64);
+  CHECK(static_span(63, 5000) == 64);
+  CHECK(static_span(64, 5000) == 128);
+  CHECK(static_span(200, 5000) == 256);
+  CHECK(static_span(600, 5000) == 640);    // 601 columns: multiples of 64
+  CHECK(static_span(1024, 5000) == 1152);  // 1025: multiples of 128
+  CHECK(static_span(4095, 5000) == 4096);
+  CHECK(static_span(4096, 5000) == 4608);
+  CHECK(static_span(600, 610) == 610);
+  // Never more than 64 columns or an eighth past what the step needs.
+  for (int64_t c = 0; c < 9000; ++c) {
+    const int64_t s = static_span(c, 1 << 20);
+    REQUIRE(s > c);
+    REQUIRE(s - (c + 1) <= std::max<int64_t>(63, (c + 1) / 8));
+  }
 }
 
 TEST_CASE("static steps give the teacher-forced logits and keep every tensor of the state in place",
