@@ -69,8 +69,8 @@ struct StepGraphs::Impl {
   TranslationModel& model;
   InferenceState& state;
   torch::Device device;
-  torch::Tensor tokens;                // (B) int64: the graphs' input
-  std::vector<const void*> bound;      // the state's tensors the graphs were recorded with
+  torch::Tensor tokens;            // (B) int64: the graphs' input
+  std::vector<const void*> bound;  // the state's tensors the graphs were recorded with
   struct Graph {
     std::unique_ptr<at::cuda::CUDAGraph> graph;
     torch::Tensor logits;  // the recorded step's output
@@ -122,7 +122,7 @@ struct StepGraphs::Impl {
       torch::cuda::synchronize(device.index());
       restore();
       throw Error("StepGraphs: recording the " + model.kind() + " model's decode step at span " +
-                        std::to_string(span) + " failed: " + e.what());
+                  std::to_string(span) + " failed: " + e.what());
     }
     at::autocast::set_autocast_cache_enabled(cache);
     torch::cuda::synchronize(device.index());
@@ -167,7 +167,7 @@ torch::Tensor StepGraphs::step(const torch::Tensor& tokens) {
   if (cols.capacity > 0) {
     if (cols.written >= cols.capacity)
       throw Error("StepGraphs::step: the KV caches are full (" + std::to_string(cols.capacity) +
-                        " columns) and a static state cannot grow them: start() or prefill() with a larger reserve");
+                  " columns) and a static state cannot grow them: start() or prefill() with a larger reserve");
     span = static_span(cols.written, cols.capacity);
   }
   m.tokens.copy_(tokens, /*non_blocking=*/true);

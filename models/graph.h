@@ -17,9 +17,10 @@
 // (the unwritten columns masked): one graph per span (static_span(): multiples
 // of 64, of an eighth of the power of two below past 1024 columns), recorded
 // when decoding first reaches it, so a step reads at most 64 columns or an
-// eighth more than it needs (32 graphs for 4096 columns). The KV caches do not grow: start() or prefill() must reserve the whole output.
-// A state whose tensors were replaced (reorder(), another make_static) or whose
-// batch changed is recorded again on the next step.
+// eighth more than it needs (32 graphs for 4096 columns). The KV caches do not
+// grow: start() or prefill() must reserve the whole output. A state whose
+// tensors were replaced (reorder(), another make_static) or whose batch
+// changed is recorded again on the next step.
 //
 // Each recording follows two ordinary steps on the recording stream
 // (LibTorch's lazy set-up: cuBLAS handles, workspaces), after which the

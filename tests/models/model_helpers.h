@@ -93,6 +93,31 @@ inline TestBatch make_batch(const std::vector<int64_t>& src_len, const std::vect
   return x;
 }
 
+// A model kind with TOML lines under [model] for tiny_config.
+struct KindVariant {
+  std::string name, kind, extra;
+};
+
+// Every kind that steps a static state (models/graph.h), with the layer kinds
+// whose state differs: full attention (spans), rings (sliding windows), both
+// Mamba versions, local and gated cross-attention, dense connections,
+// retention. The static steps' tests on the CPU and the graphs' on a GPU.
+inline std::vector<KindVariant> static_step_variants() {
+  return {
+      {"hybrid default", "hybrid", ""},
+      {"hybrid local self- and cross-attention, Mamba-1", "hybrid",
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 5\ncross_attn = \"local\"\ncross_attn_window = 4\nmamba_version = 1\n"},
+      {"hybrid gated cross every 2, dense connections", "hybrid",
+       "cross_attn_every = 2\ncross_attn = \"gated\"\ndense_connections = 2\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
+      {"decoder_only Mamba-Local (window 16)", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
+      {"retnet", "retnet", ""},
+  };
+}
+
 // How far step-by-step decoding may drift from teacher forcing under bf16
 // autocast, relative to the largest logit. RetNet's recurrent and parallel
 // forms round differently in bf16 (q.S against (qk^T * D)v, the state itself

@@ -152,19 +152,8 @@ TEST_CASE("on a GPU decoding steps replayed from CUDA graphs give the usual step
   REQUIRE(StepGraphs::available());
   const TestBatch batch = to_gpu(make_batch({9, 20}, {80, 45}, kVocab, 8));
   const torch::Tensor order = torch::tensor({1, 0}, torch::kLong).to(torch::kCUDA);
-  const std::vector<GpuVariant> variants = {
-      {"hybrid default", "hybrid", ""},
-      {"hybrid local self- and cross-attention, Mamba-1", "hybrid",
-       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
-       "attn_window = 5\ncross_attn = \"local\"\ncross_attn_window = 4\nmamba_version = 1\n"},
-      {"transformer", "transformer", ""},
-      {"mamba (decoder-only)", "mamba", ""},
-      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
-      {"decoder_only Mamba-Local (window 16)", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
-      {"retnet", "retnet", ""},
-  };
   for (const bool autocast : {false, true})
-  for (const GpuVariant& v : variants) {
+  for (const KindVariant& v : static_step_variants()) {
     if (autocast && v.kind != "hybrid" && v.kind != "mamba") continue;
     SECTION(v.name + (autocast ? " under bf16 autocast" : "")) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));

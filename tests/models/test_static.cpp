@@ -17,29 +17,6 @@ using namespace mambamt::models::test;
 
 namespace {
 
-struct StaticVariant {
-  std::string name, kind, extra;
-};
-
-// Every kind that steps statically, with the layer kinds whose state differs:
-// full attention (spans), rings (sliding windows), both Mamba versions,
-// local and gated cross-attention, retention.
-std::vector<StaticVariant> static_variants() {
-  return {
-      {"hybrid default", "hybrid", ""},
-      {"hybrid local self- and cross-attention, Mamba-1", "hybrid",
-       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
-       "attn_window = 5\ncross_attn = \"local\"\ncross_attn_window = 4\nmamba_version = 1\n"},
-      {"hybrid gated cross every 2, dense connections", "hybrid",
-       "cross_attn_every = 2\ncross_attn = \"gated\"\ndense_connections = 2\n"},
-      {"transformer", "transformer", ""},
-      {"mamba (decoder-only)", "mamba", ""},
-      {"decoder_only Mamba-MHA", "decoder_only", "attention_ratio = 0.25\n"},
-      {"decoder_only Mamba-Local (window 16)", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
-      {"retnet", "retnet", ""},
-  };
-}
-
 // The host-side columns of the state's full-attention caches (what the graph
 // runner reads): written and allocated, 0 and 0 without any.
 std::pair<int64_t, int64_t> full_columns(const InferenceState& st) {
@@ -86,7 +63,7 @@ TEST_CASE("static steps give the teacher-forced logits and keep every tensor of 
           "[models][static]") {
   // Targets past the first span (64) and the ring of 16.
   TestBatch batch = make_batch({9, 20}, {80, 45}, kVocab, 8);
-  for (const StaticVariant& v : static_variants()) {
+  for (const KindVariant& v : static_step_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
       REQUIRE(m->steps_statically());
@@ -125,7 +102,7 @@ TEST_CASE("static steps follow the usual ones after a ragged prefill and through
   const torch::Tensor lengths = torch::tensor({4, 1, 6}, torch::kLong);
   const torch::Tensor next = torch::randint(5, kVocab, {8, 3}, torch::kLong);
   const torch::Tensor order = torch::tensor({2, 2, 0}, torch::kLong);
-  for (const StaticVariant& v : static_variants()) {
+  for (const KindVariant& v : static_step_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
       torch::NoGradGuard no_grad;
