@@ -29,12 +29,20 @@ void InferenceState::reorder(const torch::Tensor& index, bool same_sources) {
   std::vector<torch::Tensor> spare = std::move(spare_);
   spare_.clear();
   size_t slot = 0;
+  // A static state of the same batch keeps its tensors (a CUDA graph reads
+  // them where they are): the picked rows are copied back, the buffer kept.
+  const bool in_place = is_static() && idx.size(0) == batch_size();
   auto pick = [&](torch::Tensor& t, int64_t dim = 1, int64_t used = -1) {
     const size_t i = slot++;
     if (spare_.size() <= i) spare_.resize(i + 1);
     if (!t.defined()) return;
     torch::Tensor buffer = i < spare.size() && sole_owner(spare[i]) ? spare[i] : torch::Tensor();
     torch::Tensor picked = kernels::reorder_state(t, idx, dim, used, buffer);
+    if (in_place) {
+      (used >= 0 ? t.narrow(dim, 0, used) : t).copy_(used >= 0 ? picked.narrow(dim, 0, used) : picked);
+      spare_[i] = std::move(picked);
+      return;
+    }
     spare_[i] = std::move(t);
     t = std::move(picked);
   };
@@ -124,6 +132,17 @@ void InferenceState::make_static(int64_t span_columns) {
     length = c.length;
   }
   torch::NoGradGuard no_grad;
+  // Steps and reorders of a static state write into its tensors: each gets
+  // memory of its own (the cross-attention layers share the source mask, the
+  // caller may hold the positions).
+  auto own = [](torch::Tensor& t) {
+    if (t.defined() && !sole_owner(t)) t = t.clone();
+  };
+  for (LayerState& l : layers)
+    for (torch::Tensor* t : {&l.mamba.conv, &l.mamba.ssm, &l.self.k, &l.self.v, &l.self.valid, &l.recurrent,
+                             &l.cross.k, &l.cross.v, &l.cross.mask, &l.cross.src_len})
+      own(*t);
+  own(src_len);
   position = position.clone();
   column = torch::full({1}, std::max<int64_t>(length, 0), position.options().dtype(torch::kLong));
   span = span_columns;

@@ -80,15 +80,18 @@ class InferenceState {
   // grow (their capacity must hold the rest of the output), the column a step
   // writes comes from `column` on the device, and full-attention layers read
   // the first `span` columns of their caches, the unwritten ones masked. The
-  // host-side lengths (KvCache::length) are kept as before. A reorder()
-  // replaces the tensors (a graph of the old ones no longer applies) but the
-  // state stays static.
+  // host-side lengths (KvCache::length) are kept as before. A reorder() that
+  // keeps the batch size copies the picked rows back into the same tensors
+  // (beam search: the graphs stay valid); one that changes it replaces them
+  // (a graph of the old ones no longer applies), and the state stays static.
   torch::Tensor column;  // (1) int64 on the state's device: KV-cache columns written
   int64_t span = 0;      // columns a full-attention step reads; each step needs column < span <= capacity
   bool is_static() const { return column.defined(); }
-  // Switches to static steps reading `span` columns (positions are copied
-  // first: a step then changes them in place). Every KV cache must have the
-  // same length (true of a state from start, prefill, reorder or cat).
+  // Switches to static steps reading `span` columns. Tensors that something
+  // else also holds (positions, the source mask the cross-attention layers
+  // share) are copied first: steps and reorders then change them in place.
+  // Every KV cache must have the same length (true of a state from start,
+  // prefill, reorder or cat).
   void make_static(int64_t span);
 
   int64_t batch_size() const { return position.defined() ? position.size(0) : 0; }
@@ -103,7 +106,8 @@ class InferenceState {
   // the batch size writes into the buffers the previous one left behind
   // (where nothing else holds them) rather than into new memory: beam search
   // reorders every step, and fresh allocations of that size cost page faults
-  // that took longer than the copy.
+  // that took longer than the copy. A static state of the same batch keeps
+  // its tensors (the rows are copied back; see make_static).
   void reorder(const torch::Tensor& index, bool same_sources = false);
 
   StateBytes bytes() const;

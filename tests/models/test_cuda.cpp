@@ -146,12 +146,14 @@ TEST_CASE("on a GPU beam search with beam size 1 equals greedy search", "[models
 
 // models/graph.h: each step replayed from a CUDA graph gives the logits of the
 // usual step on the same tokens, across a span change (64, then the rest of
-// the cache) and a reorder (the state's tensors replaced: recorded again).
+// the cache), a reorder of the same batch (in place: the graphs stay) and one
+// that grows the batch (new tensors: recorded again).
 TEST_CASE("on a GPU decoding steps replayed from CUDA graphs give the usual steps' logits", "[models][cuda]") {
   if (!have_gpu()) return;
   REQUIRE(StepGraphs::available());
   const TestBatch batch = to_gpu(make_batch({9, 20}, {80, 45}, kVocab, 8));
   const torch::Tensor order = torch::tensor({1, 0}, torch::kLong).to(torch::kCUDA);
+  const torch::Tensor grow = torch::tensor({0, 1, 1}, torch::kLong).to(torch::kCUDA);
   for (const bool autocast : {false, true})
   for (const KindVariant& v : static_step_variants()) {
     if (autocast && v.kind != "hybrid" && v.kind != "mamba") continue;
@@ -167,19 +169,22 @@ TEST_CASE("on a GPU decoding steps replayed from CUDA graphs give the usual step
       bool full_attention = false;
       for (const LayerState& l : graphed.layers) full_attention |= l.self.k.defined() && l.self.window == 0;
       double worst = 0;
+      torch::Tensor rows = torch::arange(2, torch::kLong).to(torch::kCUDA);  // batch row of each state row
       for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        if (t == 40) {
-          usual.reorder(order);
-          graphed.reorder(order);
-        }
-        const torch::Tensor tokens = batch.tgt_in.select(1, t);
+        for (const auto& [at, index] : {std::make_pair(40, order), std::make_pair(50, grow)})
+          if (t == at) {
+            usual.reorder(index);
+            graphed.reorder(index);
+            rows = rows.index_select(0, index);
+          }
+        const torch::Tensor tokens = batch.tgt_in.select(1, t).index_select(0, rows);
         const torch::Tensor want = m->step(usual, tokens).to(torch::kFloat).cpu();
         const torch::Tensor got = graphs.step(tokens).to(torch::kFloat).cpu();
         worst = std::max(worst, rel_err(got, want));
       }
       CHECK(worst <= (autocast ? bf16_decode_tolerance(v.kind) : 1e-4));
       CHECK(torch::equal(graphed.position.cpu(), usual.position.cpu()));
-      // One recording per span, and the span in use recorded again after the reorder.
+      // One recording per span, and the span in use recorded again after the batch grew.
       CHECK(graphs.recordings() == (full_attention ? 3 : 2));
     }
   }

@@ -94,7 +94,8 @@ TEST_CASE("static steps give the teacher-forced logits and keep every tensor of 
   }
 }
 
-TEST_CASE("static steps follow the usual ones after a ragged prefill and through reorders", "[models][static]") {
+TEST_CASE("static steps follow the usual ones after a ragged prefill and through reorders, in place at the same batch",
+          "[models][static]") {
   TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
   torch::manual_seed(6);
   torch::Tensor prefix = torch::randint(5, kVocab, {3, 6}, torch::kLong);
@@ -112,12 +113,23 @@ TEST_CASE("static steps follow the usual ones after a ragged prefill and through
       for (int64_t i = 0; i < next.size(0); ++i) {
         INFO("step " << i);
         if (i == 4) {  // beam search's reorder: rows repeated and dropped
+          const std::vector<const void*> before = addresses(fixed);
           usual.reorder(order);
           fixed.reorder(order);
           CHECK(fixed.is_static());
+          // The same batch: the rows copied back into the same tensors.
+          CHECK(addresses(fixed) == before);
         }
-        torch::Tensor want = m->step(usual, next[i]);
-        CHECK(rel_err(static_step(*m, fixed, next[i]), want) <= 1e-4);
+        if (i == 6) {  // another batch: new tensors, still static
+          const torch::Tensor grow = torch::tensor({0, 1, 2, 2}, torch::kLong);
+          usual.reorder(grow);
+          fixed.reorder(grow);
+          CHECK(fixed.is_static());
+          CHECK(fixed.batch_size() == 4);
+        }
+        const torch::Tensor tokens = i >= 6 ? torch::cat({next[i], next[i].narrow(0, 2, 1)}) : next[i];
+        torch::Tensor want = m->step(usual, tokens);
+        CHECK(rel_err(static_step(*m, fixed, tokens), want) <= 1e-4);
         CHECK(torch::equal(fixed.position, usual.position));
       }
     }
