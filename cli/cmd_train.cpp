@@ -210,7 +210,9 @@ Command eval_command() {
       "Without --test: the whole suite on the experiment's own sets (BLEU, chrF, chrF++ with bootstrap\n"
       "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall,\n"
       "length extrapolation, efficiency). With --test: those files only. Parameters: the mean of the last\n"
-      "eval.average_last checkpoints, else best.h5, else the newest checkpoint. Hypotheses go to DIR/hyp/.";
+      "eval.average_last checkpoints, else best.h5, else the newest checkpoint. Hypotheses go to DIR/hyp/.\n"
+      "On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the searches' steps from CUDA graphs\n"
+      "(the same for train and translate).";
   return {spec, [spec](const ParsedArgs& a) {
             train::EvalRequest req;
             const auto& args = a.rest;
@@ -270,7 +272,8 @@ Command translate_command() {
       "before it being its context. A model trained on windows with eval.doc_decode = \"sentences\" reads\n"
       "one sentence per line and a blank line between documents, and translates each sentence after the\n"
       "ones before it in its document (their source, and its own translations of them as target prefix).\n"
-      "--batch then counts lines of whole documents.";
+      "--batch then counts lines of whole documents. On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment\n"
+      "replays the search's steps from CUDA graphs.";
   return {spec, [](const ParsedArgs& a) {
             const std::string dir = a.get("--store");
             if (dir.empty()) throw UsageError("--store DIR is required");

@@ -25,26 +25,25 @@ int64_t static_span(int64_t column, int64_t capacity) {
   return std::min((need + grain - 1) / grain * grain, capacity);
 }
 
+int64_t next_static_span(const InferenceState& st) {
+  // The full-attention caches' written columns (the host-side length) and the
+  // smallest capacity; rings read their whole window and need no span.
+  int64_t written = 0, capacity = 0;
+  for (const LayerState& l : st.layers) {
+    if (!l.self.k.defined() || l.self.window > 0) continue;
+    written = l.self.length;
+    capacity = capacity == 0 ? l.self.capacity() : std::min(capacity, l.self.capacity());
+  }
+  if (capacity == 0) return 0;
+  if (written >= capacity)
+    throw Error("static decoding step: the KV caches are full (" + std::to_string(capacity) +
+                " columns) and a static state cannot grow them: start() or prefill() with a larger reserve");
+  return static_span(written, capacity);
+}
+
 #ifdef MAMBAMT_WITH_CUDA
 
 namespace {
-
-// The columns of the state's full-attention caches: written (the host-side
-// length) and allocated; capacity 0 when there is none (rings read their
-// whole window and need no span).
-struct Columns {
-  int64_t written = 0, capacity = 0;
-};
-
-Columns full_columns(const InferenceState& st) {
-  Columns c;
-  for (const LayerState& l : st.layers) {
-    if (!l.self.k.defined() || l.self.window > 0) continue;
-    c.written = l.self.length;
-    c.capacity = c.capacity == 0 ? l.self.capacity() : std::min(c.capacity, l.self.capacity());
-  }
-  return c;
-}
 
 std::vector<const void*> addresses(const InferenceState& st) {
   std::vector<const void*> out;
@@ -162,14 +161,7 @@ torch::Tensor StepGraphs::step(const torch::Tensor& tokens) {
     m.tokens = torch::empty({b}, torch::TensorOptions().dtype(torch::kLong).device(m.device));
     m.bound = std::move(now);
   }
-  const Columns cols = full_columns(st);
-  int64_t span = 0;
-  if (cols.capacity > 0) {
-    if (cols.written >= cols.capacity)
-      throw Error("StepGraphs::step: the KV caches are full (" + std::to_string(cols.capacity) +
-                  " columns) and a static state cannot grow them: start() or prefill() with a larger reserve");
-    span = static_span(cols.written, cols.capacity);
-  }
+  const int64_t span = next_static_span(st);
   m.tokens.copy_(tokens, /*non_blocking=*/true);
   auto it = m.graphs.find(span);
   if (it == m.graphs.end()) it = m.graphs.emplace(span, m.record(span)).first;

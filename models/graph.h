@@ -41,6 +41,11 @@ namespace mambamt::models {
 // <= column + 1; at most `capacity`.
 int64_t static_span(int64_t column, int64_t capacity);
 
+// The span of a static state's next step: static_span() of its full-attention
+// caches' column and capacity (0 without such caches). Throws mambamt::Error
+// when the caches are full (a static state cannot grow them).
+int64_t next_static_span(const InferenceState& state);
+
 class StepGraphs {
  public:
   // Whether this build can record CUDA graphs (a LibTorch with CUDA) and a GPU

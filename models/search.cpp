@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "models/detail/decode_cpu.h"
+#include "models/graph.h"
 
 namespace mambamt::models {
 namespace {
@@ -111,6 +113,31 @@ SearchStart search_start(TranslationModel& model, const torch::Tensor& src, cons
   return s;
 }
 
+// How a search steps its state: the model's step, a static step, or a step
+// replayed from CUDA graphs (SearchOptions::static_steps, cuda_graphs).
+class Stepper {
+ public:
+  Stepper(TranslationModel& model, InferenceState& state, const SearchOptions& o) : model_(model), state_(state) {
+    if (!model.steps_statically()) return;
+    if (o.cuda_graphs && state.position.is_cuda() && StepGraphs::available())
+      graphs_ = std::make_unique<StepGraphs>(model, state);
+    else if (o.static_steps)
+      state.make_static(0);
+  }
+  // Whether dropping finished rows keeps the recorded graphs (it does not).
+  bool compacts(const SearchOptions& o) const { return o.compact && !graphs_; }
+  torch::Tensor step(const torch::Tensor& tokens) {
+    if (graphs_) return graphs_->step(tokens);
+    if (state_.is_static()) state_.span = next_static_span(state_);
+    return model_.step(state_, tokens);
+  }
+
+ private:
+  TranslationModel& model_;
+  InferenceState& state_;
+  std::unique_ptr<StepGraphs> graphs_;
+};
+
 }  // namespace
 
 torch::Tensor greedy_tokens(const torch::Tensor& logits) { return std::get<1>(detail::max_rows(logits)); }
@@ -128,6 +155,8 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
 
   SearchStart begin = search_start(model, src, mask, max_len, prefixes, plen, ids.bos, o);
   InferenceState& st = begin.state;
+  Stepper stepper(model, st, o);
+  const bool compact = stepper.compacts(o);
   std::vector<Hypothesis> out(static_cast<size_t>(b));
   std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
   for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = i;
@@ -142,7 +171,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
       const size_t src_id = static_cast<size_t>(rows[r]);
       position[r] = target_index(i, src_id) - plen[src_id];
     }
-    torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);
+    torch::Tensor lp = step_log_probs(stepper.step(tokens), position, o, ids.eos);
     auto best = detail::max_rows(lp);
     torch::Tensor best_lp = std::get<0>(best).to(torch::kCPU, torch::kDouble);
     torch::Tensor best_tok = std::get<1>(best).to(torch::kCPU, torch::kLong);
@@ -176,7 +205,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
       }
     }
     if (keep.empty()) break;
-    if (o.compact && keep.size() != rows.size()) {
+    if (compact && keep.size() != rows.size()) {
       torch::Tensor index = torch::tensor(keep, torch::kLong);
       st.reorder(index.to(src.device()));
       std::vector<int64_t> kept, kept_next;
@@ -209,6 +238,8 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   SearchStart begin = search_start(model, src, mask, max_len, prefixes, plen, ids.bos, o);
   InferenceState& st = begin.state;
   st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
+  Stepper stepper(model, st, o);
+  const bool compact = stepper.compacts(o);
 
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(b));
   std::vector<char> source_done(static_cast<size_t>(b), 0);
@@ -229,7 +260,7 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
       const int64_t src_id = active[static_cast<size_t>(s / k)];
       position[static_cast<size_t>(s)] = target_index(i, src_id) - plen[static_cast<size_t>(src_id)];
     }
-    torch::Tensor lp = step_log_probs(model.step(st, tokens), position, o, ids.eos);  // (A*k, V)
+    torch::Tensor lp = step_log_probs(stepper.step(tokens), position, o, ids.eos);  // (A*k, V)
     const int64_t v = lp.size(1);
     // The 2k best continuations of each source (CPU tensors, float64 sums).
     auto [top_sc, top_ix] = detail::beam_topk(lp, scores, k, std::min<int64_t>(2 * k, k * v));
@@ -304,7 +335,7 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
       }
       const bool done = at_max || static_cast<int64_t>(fin.size()) >= k || beams.empty();
       if (done) source_done[static_cast<size_t>(src_id)] = 1;
-      if (done && o.compact) continue;
+      if (done && compact) continue;
       next_active.push_back(src_id);
       for (int64_t j = 0; j < k; ++j) {
         // Fewer than k live continuations: fill with dead copies of the first.

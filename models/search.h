@@ -36,6 +36,15 @@ struct SearchOptions {
   // false (and kinds that cannot) prefill the part of the shortest and feed
   // the rest one step at a time. The hypotheses are the same.
   bool prefill_prefixes = true;
+  // Decode a static state (InferenceState::make_static: tensors changed in
+  // place, shapes fixed) where the model kind can; the hypotheses are the
+  // same up to float rounding.
+  bool static_steps = false;
+  // On a GPU, replay every step from CUDA graphs (models/graph.h) where the
+  // kind can: static steps without compaction (a smaller batch would be
+  // recorded again). Ignored on the CPU. train::search_options sets it from
+  // MAMBAMT_CUDA_GRAPHS=1.
+  bool cuda_graphs = false;
 };
 
 struct Hypothesis {

@@ -10,7 +10,8 @@
 # models' logits, gradients and incremental decoding against the CPU, steps
 # replayed from CUDA graphs against the usual ones), `mambamt bench decode
 # --device cuda` without and with --graphs, `mambamt bench train` (small
-# preset), and the demo sweep trained and evaluated on the GPU. Logs go to $OUT (what the
+# preset), the demo sweep trained and evaluated on the GPU, and one of its
+# experiments evaluated again with MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT (what the
 # device tool brings back) or gpu-out/. On the H200 the build took ~100 s, the
 # tests and bench decode ~15 s, the demo sweep ~90 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
@@ -93,6 +94,20 @@ if [ -x "$BIN" ] && [ "$(left)" -gt 45 ]; then
   "$BIN" collect "$RUN_DIR" --format md --out /tmp/demo-results >/dev/null 2>&1 &&
     cp /tmp/demo-results/tables.md "$LOGS/demo_tables.md" &&
     awk '/^## /{show = /[Bb]aseline/} show' /tmp/demo-results/tables.md
+else
+  echo "skipped"
+fi
+stage "eval of a demo experiment: eager, then MAMBAMT_CUDA_GRAPHS=1"
+EXP=$(ls -d "${RUN_DIR:-/nonexistent}"/exp/*/ 2>/dev/null | head -1)
+if [ -x "$BIN" ] && [ -n "$EXP" ] && [ "$(left)" -gt 40 ]; then
+  for g in 0 1; do
+    s=$(date +%s%N)
+    MAMBAMT_CUDA_GRAPHS=$g timeout "$(($(left) / 2))" "$BIN" eval --store "$EXP" >"$LOGS/eval_graphs$g.log" 2>&1
+    rc=$?
+    echo "MAMBAMT_CUDA_GRAPHS=$g: exit $rc after $((($(date +%s%N) - s) / 1000000)) ms"
+    [ "$rc" -eq 0 ] || { status=1; tail -5 "$LOGS/eval_graphs$g.log"; }
+    grep -E "BLEU|chrF|contrastive" "$LOGS/eval_graphs$g.log" | head -5
+  done
 else
   echo "skipped"
 fi

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/error.h"
@@ -35,6 +37,15 @@ data::Batch eval_collate(const std::vector<data::Example>& examples, const data:
   return batch;
 }
 
+// MAMBAMT_CUDA_GRAPHS (search_options).
+bool cuda_graphs_from_env() {
+  const char* v = std::getenv("MAMBAMT_CUDA_GRAPHS");
+  const std::string value = v ? v : "";
+  if (value.empty() || value == "0") return false;
+  if (value == "1") return true;
+  throw InputError("environment variable MAMBAMT_CUDA_GRAPHS=" + value + ": expected 0 or 1");
+}
+
 }  // namespace
 
 void to_device(torch::Tensor& t, const torch::Device& device) {
@@ -48,6 +59,7 @@ models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_
   s.length_penalty = eval.length_penalty;
   s.max_len_a = eval.max_len_a;
   s.max_len_b = eval.max_len_b;
+  s.cuda_graphs = cuda_graphs_from_env();
   return s;
 }
 

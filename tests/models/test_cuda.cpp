@@ -189,3 +189,40 @@ TEST_CASE("on a GPU decoding steps replayed from CUDA graphs give the usual step
     }
   }
 }
+
+// SearchOptions::cuda_graphs (MAMBAMT_CUDA_GRAPHS in evaluation): greedy and
+// beam search with every step replayed from CUDA graphs (beam reorders in
+// place, no compaction) find the usual hypotheses.
+TEST_CASE("on a GPU searches replayed from CUDA graphs find the usual hypotheses", "[models][search][cuda]") {
+  if (!have_gpu()) return;
+  const TestBatch batch = to_gpu(make_batch({5, 3, 7}, {2, 2, 2}));
+  const Prefixes prefixes = {{7, 9}, {}, {11}};
+  for (const KindVariant& v : static_step_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      m->to(torch::kCUDA);
+      for (const int64_t beam : {1, 3})
+        for (const bool with_prefixes : {false, true}) {
+          INFO("beam " << beam << (with_prefixes ? ", prefixes" : ""));
+          SearchOptions o;
+          o.beam_size = beam;
+          o.nbest = beam;
+          o.max_len_a = 1.0;
+          o.max_len_b = 4;
+          SearchOptions g = o;
+          g.cuda_graphs = true;
+          const Prefixes& p = with_prefixes ? prefixes : Prefixes{};
+          const std::vector<NBest> want = translate(*m, batch.src, batch.src_mask, o, p);
+          const std::vector<NBest> got = translate(*m, batch.src, batch.src_mask, g, p);
+          REQUIRE(got.size() == want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            REQUIRE(got[i].size() == want[i].size());
+            for (size_t j = 0; j < want[i].size(); ++j) {
+              CHECK(got[i][j].tokens == want[i][j].tokens);
+              CHECK(got[i][j].log_prob == Approx(want[i][j].log_prob).epsilon(1e-4));
+            }
+          }
+        }
+    }
+  }
+}

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model_helpers.h"
 #include "models/graph.h"
+#include "models/search.h"
 
 using namespace mambamt;
 using namespace mambamt::models;
@@ -17,19 +18,17 @@ using namespace mambamt::models::test;
 
 namespace {
 
-// The host-side columns of the state's full-attention caches (what the graph
-// runner reads): written and allocated, 0 and 0 without any.
-std::pair<int64_t, int64_t> full_columns(const InferenceState& st) {
-  for (const LayerState& l : st.layers)
-    if (l.self.k.defined() && l.self.window == 0) return {l.self.length, l.self.capacity()};
-  return {0, 0};
+// One static step at the span the graph runner picks.
+torch::Tensor static_step(TranslationModel& m, InferenceState& st, const torch::Tensor& tokens) {
+  st.span = next_static_span(st);
+  return m.step(st, tokens);
 }
 
-// One static step at the span the graph runner would pick.
-torch::Tensor static_step(TranslationModel& m, InferenceState& st, const torch::Tensor& tokens) {
-  const auto [written, capacity] = full_columns(st);
-  st.span = capacity > 0 ? static_span(written, capacity) : 0;
-  return m.step(st, tokens);
+// Whether the state has a full-attention KV cache (steps with a span).
+bool full_attention(const InferenceState& st) {
+  for (const LayerState& l : st.layers)
+    if (l.self.k.defined() && l.self.window == 0) return true;
+  return false;
 }
 
 std::vector<const void*> addresses(const InferenceState& st) {
@@ -89,7 +88,7 @@ TEST_CASE("static steps give the teacher-forced logits and keep every tensor of 
       for (const LayerState& l : st.layers)
         if (l.self.k.defined()) CHECK(st.column.item<int64_t>() == l.self.length);
       // Full attention went through two spans (64, then 128 up to the capacity).
-      if (full_columns(st).second > 0) CHECK(spans.size() == 2);
+      if (full_attention(st)) CHECK(spans.size() == 2);
     }
   }
 }
@@ -147,6 +146,9 @@ TEST_CASE("a static step refuses a span that misses its column or leaves the cac
   CHECK_THROWS_WITH(m->step(st, batch.tgt_in.select(1, 1)), Catch::Contains("needs a span in (1, 20]"));
   st.span = 21;
   CHECK_THROWS_WITH(m->step(st, batch.tgt_in.select(1, 1)), Catch::Contains("got 21"));
+  // Stepped to the cache's end, there is no next span.
+  for (int64_t t = 1; t < 20; ++t) static_step(*m, st, batch.tgt_in.select(1, 1));
+  CHECK_THROWS_WITH(next_static_span(st), Catch::Contains("the KV caches are full (20 columns)"));
 }
 
 TEST_CASE("step graphs need a kind that steps statically, a GPU and a LibTorch with CUDA", "[models][static]") {
@@ -162,4 +164,42 @@ TEST_CASE("step graphs need a kind that steps statically, a GPU and a LibTorch w
   CHECK_THROWS_AS(StepGraphs(*m, st), Error);
   // Nothing was changed on the way.
   CHECK_FALSE(st.is_static());
+}
+
+// SearchOptions::static_steps: greedy and beam search over static states (what
+// the CUDA graphs replay) find the usual hypotheses, with and without
+// compaction, after ragged forced prefixes too.
+TEST_CASE("searches over static states find the usual hypotheses", "[models][static][search]") {
+  const TestBatch batch = make_batch({5, 3, 7}, {2, 2, 2});
+  const Prefixes prefixes = {{7, 9}, {}, {11}};
+  for (const KindVariant& v : static_step_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      for (const int64_t beam : {1, 3})
+        for (const bool compact : {true, false})
+          for (const bool with_prefixes : {false, true}) {
+            INFO("beam " << beam << (compact ? ", compact" : "") << (with_prefixes ? ", prefixes" : ""));
+            SearchOptions o;
+            o.beam_size = beam;
+            o.nbest = beam;
+            o.max_len_a = 1.0;
+            o.max_len_b = 4;
+            o.compact = compact;
+            SearchOptions s = o;
+            s.static_steps = true;
+            const Prefixes& p = with_prefixes ? prefixes : Prefixes{};
+            const std::vector<NBest> want = translate(*m, batch.src, batch.src_mask, o, p);
+            const std::vector<NBest> got = translate(*m, batch.src, batch.src_mask, s, p);
+            REQUIRE(got.size() == want.size());
+            for (size_t i = 0; i < want.size(); ++i) {
+              REQUIRE(got[i].size() == want[i].size());
+              for (size_t j = 0; j < want[i].size(); ++j) {
+                CHECK(got[i][j].tokens == want[i][j].tokens);
+                CHECK(got[i][j].finished == want[i][j].finished);
+                CHECK(got[i][j].log_prob == Approx(want[i][j].log_prob).epsilon(1e-5));
+              }
+            }
+          }
+    }
+  }
 }

@@ -5,11 +5,15 @@
 
 #include <cmath>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "core/checkpoint.h"
 #include "core/error.h"
 #include "core/store.h"
+#include "train/decode.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
 #include "train/translate.h"
@@ -268,4 +272,28 @@ TEST_CASE("a windowed experiment decoding in context is scored over single sente
   CHECK(out[5] == train::translate_lines(exp, {"en ta"})[0]);
   CHECK(out[1] == train::translate_lines(exp, {"ta ul pa", "en ta"})[1]);
   CHECK(out[0] == train::translate_lines(exp, {"ta ul pa"})[0]);
+}
+
+// MAMBAMT_CUDA_GRAPHS is the switch of CUDA graphs in evaluation (outside the
+// config, whose every key is part of the experiment's id).
+TEST_CASE("search_options takes MAMBAMT_CUDA_GRAPHS from the environment", "[train]") {
+  const char* before = std::getenv("MAMBAMT_CUDA_GRAPHS");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  const core::EvalConfig eval;
+  auto graphs_with = [&](const char* value) {
+    if (value)
+      ::setenv("MAMBAMT_CUDA_GRAPHS", value, 1);
+    else
+      ::unsetenv("MAMBAMT_CUDA_GRAPHS");
+    return train::search_options(eval, 4).cuda_graphs;
+  };
+  CHECK_FALSE(graphs_with(nullptr));
+  CHECK_FALSE(graphs_with(""));
+  CHECK_FALSE(graphs_with("0"));
+  CHECK(graphs_with("1"));
+  CHECK_THROWS_WITH(graphs_with("yes"), Catch::Contains("MAMBAMT_CUDA_GRAPHS=yes: expected 0 or 1"));
+  if (saved)
+    ::setenv("MAMBAMT_CUDA_GRAPHS", saved->c_str(), 1);
+  else
+    ::unsetenv("MAMBAMT_CUDA_GRAPHS");
 }
