@@ -11,6 +11,15 @@ bool sole_owner(const torch::Tensor& t) {
   return t.defined() && t.use_count() == 1 && t.storage().use_count() == 1;
 }
 
+// f(tensor) for every tensor field of a layer's state (defined or not), in a
+// fixed order.
+template <typename Layer, typename F>
+void each_tensor(Layer& l, F&& f) {
+  for (auto* t : {&l.mamba.conv, &l.mamba.ssm, &l.self.k, &l.self.v, &l.self.valid, &l.recurrent, &l.cross.k,
+                  &l.cross.v, &l.cross.mask, &l.cross.src_len})
+    f(*t);
+}
+
 int64_t nbytes(const torch::Tensor& t) {
   return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0;
 }
@@ -138,10 +147,7 @@ void InferenceState::make_static(int64_t span_columns) {
   auto own = [](torch::Tensor& t) {
     if (t.defined() && !sole_owner(t)) t = t.clone();
   };
-  for (LayerState& l : layers)
-    for (torch::Tensor* t : {&l.mamba.conv, &l.mamba.ssm, &l.self.k, &l.self.v, &l.self.valid, &l.recurrent,
-                             &l.cross.k, &l.cross.v, &l.cross.mask, &l.cross.src_len})
-      own(*t);
+  for (LayerState& l : layers) each_tensor(l, own);
   own(src_len);
   position = position.clone();
   column = torch::full({1}, std::max<int64_t>(length, 0), position.options().dtype(torch::kLong));
@@ -153,11 +159,7 @@ std::vector<torch::Tensor> InferenceState::tensors() const {
   auto add = [&out](const torch::Tensor& t) {
     if (t.defined()) out.push_back(t);
   };
-  for (const LayerState& l : layers) {
-    for (const torch::Tensor* t : {&l.mamba.conv, &l.mamba.ssm, &l.self.k, &l.self.v, &l.self.valid, &l.recurrent,
-                                   &l.cross.k, &l.cross.v, &l.cross.mask, &l.cross.src_len})
-      add(*t);
-  }
+  for (const LayerState& l : layers) each_tensor(l, add);
   add(position);
   add(src_len);
   add(column);
