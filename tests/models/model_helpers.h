@@ -118,6 +118,26 @@ inline std::vector<KindVariant> static_step_variants() {
   };
 }
 
+// The n-best lists of translate() with `other` against those with `usual`
+// (options of short outputs, nbest = beam): the same hypotheses, tokens, ends
+// and log-probabilities (relative `eps`).
+inline void check_same_translations(TranslationModel& m, const torch::Tensor& src, const torch::Tensor& src_mask,
+                                    const SearchOptions& usual, const SearchOptions& other, const Prefixes& prefixes,
+                                    double eps) {
+  const std::vector<NBest> want = translate(m, src, src_mask, usual, prefixes);
+  const std::vector<NBest> got = translate(m, src, src_mask, other, prefixes);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("source " << i);
+    REQUIRE(got[i].size() == want[i].size());
+    for (size_t j = 0; j < want[i].size(); ++j) {
+      CHECK(got[i][j].tokens == want[i][j].tokens);
+      CHECK(got[i][j].finished == want[i][j].finished);
+      CHECK(got[i][j].log_prob == Approx(want[i][j].log_prob).epsilon(eps));
+    }
+  }
+}
+
 // How far step-by-step decoding may drift from teacher forcing under bf16
 // autocast, relative to the largest logit. RetNet's recurrent and parallel
 // forms round differently in bf16 (q.S against (qk^T * D)v, the state itself

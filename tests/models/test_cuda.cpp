@@ -211,17 +211,7 @@ TEST_CASE("on a GPU searches replayed from CUDA graphs find the usual hypotheses
           o.max_len_b = 4;
           SearchOptions g = o;
           g.cuda_graphs = true;
-          const Prefixes& p = with_prefixes ? prefixes : Prefixes{};
-          const std::vector<NBest> want = translate(*m, batch.src, batch.src_mask, o, p);
-          const std::vector<NBest> got = translate(*m, batch.src, batch.src_mask, g, p);
-          REQUIRE(got.size() == want.size());
-          for (size_t i = 0; i < want.size(); ++i) {
-            REQUIRE(got[i].size() == want[i].size());
-            for (size_t j = 0; j < want[i].size(); ++j) {
-              CHECK(got[i][j].tokens == want[i][j].tokens);
-              CHECK(got[i][j].log_prob == Approx(want[i][j].log_prob).epsilon(1e-4));
-            }
-          }
+          check_same_translations(*m, batch.src, batch.src_mask, o, g, with_prefixes ? prefixes : Prefixes{}, 1e-4);
         }
     }
   }

@@ -187,18 +187,8 @@ TEST_CASE("searches over static states find the usual hypotheses", "[models][sta
             o.compact = compact;
             SearchOptions s = o;
             s.static_steps = true;
-            const Prefixes& p = with_prefixes ? prefixes : Prefixes{};
-            const std::vector<NBest> want = translate(*m, batch.src, batch.src_mask, o, p);
-            const std::vector<NBest> got = translate(*m, batch.src, batch.src_mask, s, p);
-            REQUIRE(got.size() == want.size());
-            for (size_t i = 0; i < want.size(); ++i) {
-              REQUIRE(got[i].size() == want[i].size());
-              for (size_t j = 0; j < want[i].size(); ++j) {
-                CHECK(got[i][j].tokens == want[i][j].tokens);
-                CHECK(got[i][j].finished == want[i][j].finished);
-                CHECK(got[i][j].log_prob == Approx(want[i][j].log_prob).epsilon(1e-5));
-              }
-            }
+            check_same_translations(*m, batch.src, batch.src_mask, o, s, with_prefixes ? prefixes : Prefixes{},
+                                    1e-5);
           }
     }
   }
