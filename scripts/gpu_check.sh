@@ -11,9 +11,9 @@
 # replayed from CUDA graphs against the usual ones), `mambamt bench decode
 # --device cuda` without and with --graphs, `mambamt bench train` (small
 # preset), the demo sweep trained and evaluated on the GPU, and one of its
-# experiments evaluated again with MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT (what the
-# device tool brings back) or gpu-out/. On the H200 the build took ~100 s, the
-# tests and bench decode ~15 s, the demo sweep ~90 s.
+# experiments evaluated again, eagerly and with MAMBAMT_CUDA_GRAPHS=1. Logs go
+# to $OUT (what the device tool brings back) or gpu-out/. On the H200 the
+# build took ~100 s, the tests and bench decode ~15 s, the demo sweep ~90 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
 #   BENCH_ARGS="..."        extra arguments of bench decode
 #   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
