@@ -1,8 +1,9 @@
-// rms_norm: validation and the dispatch to LibTorch's expression (CPU) or the
-// CUDA kernel (detail::RmsNormParams).
+// rms_norm: validation and the dispatch to the reference's LibTorch expression
+// (CPU) or the CUDA kernel (detail::RmsNormParams).
 #include "kernels/norm.h"
 
 #include "kernels/detail/host.h"
+#include "kernels/reference.h"
 #ifdef MAMBAMT_WITH_CUDA
 #include "kernels/cuda/cuda.h"
 #endif
@@ -23,11 +24,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   torch::Tensor y;
   detail::dispatch(
       "rms_norm", x,
-      [&] {
-        torch::Tensor xf = xt == torch::kDouble ? x : x.to(torch::kFloat);
-        torch::Tensor r = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-        y = (xf * r).to(xt) * weight;
-      },
+      [&] { y = reference::rms_norm(x, weight, eps); },
       [&] {
 #ifdef MAMBAMT_WITH_CUDA
         const torch::Tensor xc = x.contiguous(), wc = weight.contiguous();

@@ -9,8 +9,8 @@
 // computed in float32 (float64 for float64 x); round_x rounds to x's dtype
 // and the product is in the promoted type of x and weight (a float32 weight
 // makes a bfloat16 x's output float32), as models::RMSNorm's expression. On
-// the CPU it is that expression (the models' float32 decode path has its own
-// fused loop, models/detail/decode_cpu.h).
+// the CPU it is that expression, reference::rms_norm (the models' float32
+// decode path has its own fused loop, models/detail/decode_cpu.h).
 #include <torch/torch.h>
 
 namespace mambamt::kernels {

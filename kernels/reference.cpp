@@ -273,4 +273,10 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& state, const torch::Tensor
   return y.to(x.scalar_type());
 }
 
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  torch::Tensor xf = x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+  torch::Tensor r = torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (xf * r).to(x.scalar_type()) * weight;
+}
+
 }  // namespace mambamt::kernels::reference

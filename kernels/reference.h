@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "kernels/conv1d.h"
+#include "kernels/norm.h"
 #include "kernels/selective_scan.h"
 #include "kernels/ssd.h"
 
@@ -47,5 +48,11 @@ CausalConv1dResult causal_conv1d(const torch::Tensor& x, const torch::Tensor& we
 torch::Tensor causal_conv1d_step(const torch::Tensor& state, const torch::Tensor& x,
                                  const torch::Tensor& weight, const torch::Tensor& bias = {},
                                  bool silu = false);
+
+// RMSNorm of rows as LibTorch computes it: the mean square in float32 (float64
+// for float64), the normalised rows rounded to x's dtype, the product with the
+// weight in the promoted dtype (see kernels/norm.h). Also what rms_norm runs
+// on the CPU.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 }  // namespace mambamt::kernels::reference
