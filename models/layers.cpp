@@ -297,8 +297,11 @@ torch::Tensor AttentionImpl::static_step(const torch::Tensor& qkv_, const StepIn
   c.valid.index_fill_(1, slot, true);
   c.length += 1;
   // Columns past this step's are stale (a reorder copies only the filled
-  // ones): slot j is read when j <= column.
-  torch::Tensor allowed = c.valid.narrow(1, 0, n).logical_and(torch::arange(n, info.column.options()).le(info.column));
+  // ones): slot j is read when j <= column (for the span: computed by the
+  // first full-attention layer of the step).
+  auto written = [&] { return torch::arange(n, info.column.options()).le(info.column); };
+  if (c.window == 0 && !info.span_written.defined()) info.span_written = written();
+  torch::Tensor allowed = c.valid.narrow(1, 0, n).logical_and(c.window > 0 ? written() : info.span_written);
   torch::Tensor y = attend(qk.select(1, 0).reshape({b, h, 1, dh}), c.k.narrow(2, 0, n), c.v.narrow(2, 0, n),
                            allowed.view({b, 1, 1, n}), 0.0, false);
   return detail::linear(y.view({b, options.d_model()}), out);

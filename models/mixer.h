@@ -52,6 +52,9 @@ struct StepInfo {
   mutable torch::Tensor rope_cos{}, rope_sin{};
   mutable int64_t rope_dim = 0;
   mutable double rope_base = 0;
+  // Static steps: which of the first `span` cache columns are written
+  // (column index <= column), (span) bool, shared by the full-attention layers.
+  mutable torch::Tensor span_written{};
 };
 
 class MixerImpl : public torch::nn::Module {
