@@ -138,7 +138,7 @@ StepGraphs::StepGraphs(TranslationModel& model, InferenceState& state) {
     throw Error("StepGraphs: model kind `" + model.kind() + "` does not step a static state");
   if (!state.position.defined() || !state.position.is_cuda())
     throw Error("StepGraphs: the state must live on a CUDA device (start() on the GPU first)");
-  state.make_static(state.span);
+  state.make_static();
   impl_ = std::make_unique<Impl>(model, state);
 }
 
@@ -153,7 +153,6 @@ torch::Tensor StepGraphs::step(const torch::Tensor& tokens) {
   if (tokens.dim() != 1 || tokens.size(0) != b)
     throw Error("StepGraphs::step: tokens must be (B) with B = " + std::to_string(b));
   c10::cuda::CUDAGuard on_device(m.device);
-  if (!st.is_static()) st.make_static(st.span);
   // Replaced tensors or another batch: the recordings no longer apply.
   std::vector<const void*> now = addresses(st);
   if (now != m.bound || !m.tokens.defined() || m.tokens.size(0) != b) {

@@ -117,15 +117,18 @@ SearchStart search_start(TranslationModel& model, const torch::Tensor& src, cons
 // replayed from CUDA graphs (SearchOptions::static_steps, cuda_graphs).
 class Stepper {
  public:
-  Stepper(TranslationModel& model, InferenceState& state, const SearchOptions& o) : model_(model), state_(state) {
+  Stepper(TranslationModel& model, InferenceState& state, const SearchOptions& o)
+      : model_(model), state_(state), compact_(o.compact) {
     if (!model.steps_statically()) return;
     if (o.cuda_graphs && state.position.is_cuda() && StepGraphs::available())
       graphs_ = std::make_unique<StepGraphs>(model, state);
     else if (o.static_steps)
-      state.make_static(0);
+      state.make_static();
+    compact_ = o.compact && !graphs_;
   }
-  // Whether dropping finished rows keeps the recorded graphs (it does not).
-  bool compacts(const SearchOptions& o) const { return o.compact && !graphs_; }
+  // Whether the search drops finished rows (not with graphs: a smaller batch
+  // would be recorded again).
+  bool compact() const { return compact_; }
   torch::Tensor step(const torch::Tensor& tokens) {
     if (graphs_) return graphs_->step(tokens);
     if (state_.is_static()) state_.span = next_static_span(state_);
@@ -136,6 +139,7 @@ class Stepper {
   TranslationModel& model_;
   InferenceState& state_;
   std::unique_ptr<StepGraphs> graphs_;
+  bool compact_ = false;
 };
 
 }  // namespace
@@ -156,7 +160,7 @@ std::vector<Hypothesis> greedy_search(TranslationModel& model, const torch::Tens
   SearchStart begin = search_start(model, src, mask, max_len, prefixes, plen, ids.bos, o);
   InferenceState& st = begin.state;
   Stepper stepper(model, st, o);
-  const bool compact = stepper.compacts(o);
+  const bool compact = stepper.compact();
   std::vector<Hypothesis> out(static_cast<size_t>(b));
   std::vector<int64_t> rows(static_cast<size_t>(b));  // source of each row of the state
   for (int64_t i = 0; i < b; ++i) rows[static_cast<size_t>(i)] = i;
@@ -239,7 +243,7 @@ std::vector<NBest> beam_search(TranslationModel& model, const torch::Tensor& src
   InferenceState& st = begin.state;
   st.reorder(torch::arange(b, torch::kLong).repeat_interleave(k).to(dev));  // row s*k + j: beam j of source s
   Stepper stepper(model, st, o);
-  const bool compact = stepper.compacts(o);
+  const bool compact = stepper.compact();
 
   std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(b));
   std::vector<char> source_done(static_cast<size_t>(b), 0);

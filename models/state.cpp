@@ -129,9 +129,8 @@ InferenceState InferenceState::cat(const std::vector<InferenceState>& parts) {
   return out;
 }
 
-void InferenceState::make_static(int64_t span_columns) {
+void InferenceState::make_static() {
   TORCH_CHECK(position.defined(), "InferenceState::make_static: the state is empty (start() or prefill() first)");
-  TORCH_CHECK(span_columns >= 0, "InferenceState::make_static: negative span ", span_columns);
   int64_t length = -1;
   for (size_t i = 0; i < layers.size(); ++i) {
     const KvCache& c = layers[i].self;
@@ -151,7 +150,6 @@ void InferenceState::make_static(int64_t span_columns) {
   own(src_len);
   position = position.clone();
   column = torch::full({1}, std::max<int64_t>(length, 0), position.options().dtype(torch::kLong));
-  span = span_columns;
 }
 
 std::vector<torch::Tensor> InferenceState::tensors() const {

@@ -87,12 +87,13 @@ class InferenceState {
   torch::Tensor column;  // (1) int64 on the state's device: KV-cache columns written
   int64_t span = 0;      // columns a full-attention step reads; each step needs column < span <= capacity
   bool is_static() const { return column.defined(); }
-  // Switches to static steps reading `span` columns. Tensors that something
+  // Switches to static steps (each step's caller sets `span`, e.g. to
+  // next_static_span() of models/graph.h). Tensors that something
   // else also holds (positions, the source mask the cross-attention layers
   // share) are copied first: steps and reorders then change them in place.
   // Every KV cache must have the same length (true of a state from start,
   // prefill, reorder or cat).
-  void make_static(int64_t span);
+  void make_static();
 
   int64_t batch_size() const { return position.defined() ? position.size(0) : 0; }
 

@@ -70,7 +70,7 @@ TEST_CASE("static steps give the teacher-forced logits and keep every tensor of 
       torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
       // The caches must hold the whole output: they do not grow.
       InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/80);
-      st.make_static(0);
+      st.make_static();
       REQUIRE(st.is_static());
       const std::vector<const void*> before = addresses(st);
       std::set<int64_t> spans;
@@ -108,7 +108,7 @@ TEST_CASE("static steps follow the usual ones after a ragged prefill and through
       torch::NoGradGuard no_grad;
       InferenceState usual = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/20, lengths);
       InferenceState fixed = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/20, lengths);
-      fixed.make_static(0);
+      fixed.make_static();
       for (int64_t i = 0; i < next.size(0); ++i) {
         INFO("step " << i);
         if (i == 4) {  // beam search's reorder: rows repeated and dropped
@@ -140,7 +140,8 @@ TEST_CASE("a static step refuses a span that misses its column or leaves the cac
   ModelPtr m = tiny_model(tiny_config("transformer"));
   torch::NoGradGuard no_grad;
   InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/20);
-  st.make_static(1);
+  st.make_static();
+  st.span = 1;
   m->step(st, batch.tgt_in.select(1, 0));  // column 0, span 1
   // Column 1 is outside a span of 1, and 21 columns are more than the cache holds.
   CHECK_THROWS_WITH(m->step(st, batch.tgt_in.select(1, 1)), Catch::Contains("needs a span in (1, 20]"));
