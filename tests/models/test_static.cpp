@@ -5,7 +5,11 @@
 // themselves run in test_cuda.cpp.
 #include <catch2/catch.hpp>
 
+#include <ATen/record_function.h>
+
+#include <mutex>
 #include <set>
+#include <string>
 
 #include "core/error.h"
 #include "model_helpers.h"
@@ -130,6 +134,73 @@ TEST_CASE("static steps follow the usual ones after a ragged prefill and through
         torch::Tensor want = m->step(usual, tokens);
         CHECK(rel_err(static_step(*m, fixed, tokens), want) <= 1e-4);
         CHECK(torch::equal(fixed.position, usual.position));
+      }
+    }
+  }
+}
+
+namespace {
+
+// The names of the LibTorch ops run (nested ones included, on any thread)
+// while `f` runs.
+template <typename F>
+std::set<std::string> ops_run(F&& f) {
+  static std::mutex mutex;
+  static std::set<std::string>* seen = nullptr;
+  std::set<std::string> names;
+  seen = &names;
+  const at::CallbackHandle handle = at::addGlobalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (seen) seen->insert(fn.name());
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  try {
+    f();
+  } catch (...) {
+    at::removeCallback(handle);
+    seen = nullptr;
+    throw;
+  }
+  at::removeCallback(handle);
+  seen = nullptr;
+  return names;
+}
+
+// Ops that wait for the device and read a value back to the host: a CUDA graph
+// cannot record them (the capture fails with "operation not permitted when
+// stream is capturing").
+const std::set<std::string> kHostReads = {
+    "aten::item",     "aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::equal",
+    "aten::is_nonzero", "aten::allclose", "aten::unique",  "aten::_unique",      "aten::_unique2",
+    "aten::unique_consecutive", "aten::unique_dim"};
+
+}  // namespace
+
+// The graph runner records a static step as it is; on the CPU the ops it runs
+// can be listed, and none of them may read a value back (what the GPU's step
+// shares with the CPU's: everything but the kernels' and norms' own branches).
+TEST_CASE("a static step reads no value back to the host, as a CUDA graph needs", "[models][static]") {
+  TestBatch batch = make_batch({9, 20}, {6, 4});
+  // The check itself sees such a read.
+  CHECK(ops_run([&] { (void)batch.src.sum().item<int64_t>(); }).count("aten::_local_scalar_dense") == 1);
+  for (const KindVariant& v : static_step_variants()) {
+    SECTION(v.name) {
+      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
+      torch::NoGradGuard no_grad;
+      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/80);
+      st.make_static();
+      static_step(*m, st, batch.tgt_in.select(1, 0));  // anything made once, at the first step
+      std::set<std::string> ops = ops_run([&] {
+        for (int64_t t = 1; t < 4; ++t) {
+          st.span = next_static_span(st);
+          m->step(st, batch.tgt_in.select(1, t));
+        }
+      });
+      CHECK(ops.size() > 5);
+      for (const std::string& op : ops) {
+        INFO("op " << op);
+        CHECK(kHostReads.count(op) == 0);
       }
     }
   }
