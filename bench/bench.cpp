@@ -9,6 +9,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +55,23 @@ std::string load_average() {
 
 void finish_queued(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
+}
+
+double copy_bandwidth(const torch::Device& device) {
+  const int64_t n = 64LL << 20;  // 256 MiB of float32
+  const auto o = torch::TensorOptions().device(device);
+  torch::Tensor src = torch::ones({n}, o), dst = torch::empty({n}, o);
+  const int copies = device.is_cuda() ? 10 : 1;
+  dst.copy_(src);
+  finish_queued(device);
+  double best = 1e300;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int c = 0; c < copies; ++c) dst.copy_(src);
+    finish_queued(device);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies);
+  }
+  return 2.0 * static_cast<double>(n) * 4.0 / best;
 }
 
 std::shared_ptr<models::TranslationModel> preset_model(const std::string& kind, const std::string& preset,

@@ -43,6 +43,12 @@ std::string load_average();
 // that a clock read afterwards includes it; nothing on the CPU.
 void finish_queued(const c10::Device& device);
 
+// Copy bandwidth (bytes read + written per second) of a copy far larger than
+// the caches, best of 5: the rate a memory-bound op can stream at. On a GPU
+// each round times 10 device-to-device copies back to back (one 256 MiB copy
+// takes well under a millisecond there).
+double copy_bandwidth(const c10::Device& device);
+
 // A model of `kind` at size `preset` (dropout 0, initialised from seed 1, so
 // every run builds the same weights) for a vocabulary of `vocab`; a bad preset
 // is a UsageError naming `who` ("bench decode") and --preset.

@@ -58,27 +58,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Copy bandwidth (bytes read + written per second) of a copy far larger than
-// the caches, best of 5: the rate a memory-bound decoding step can stream at.
-// On a GPU each round times 10 device-to-device copies back to back (one
-// 256 MiB copy takes well under a millisecond there).
-double copy_bandwidth(const torch::Device& device) {
-  const int64_t n = 64LL << 20;  // 256 MiB of float32
-  const auto o = torch::TensorOptions().device(device);
-  torch::Tensor src = torch::ones({n}, o), dst = torch::empty({n}, o);
-  const int copies = device.is_cuda() ? 10 : 1;
-  dst.copy_(src);
-  finish_queued(device);
-  double best = 1e300;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = Clock::now();
-    for (int c = 0; c < copies; ++c) dst.copy_(src);
-    finish_queued(device);
-    best = std::min(best, since(t0) / copies);
-  }
-  return 2.0 * static_cast<double>(n) * 4.0 / best;
-}
-
 // Multiply-adds per second (2 flops each) of the decode steps' own weight
 // product (models::detail::linear: a matrix-vector product for one row, the
 // packed small-batch kernel for 2-256) at `b` rows against an n x d weight of

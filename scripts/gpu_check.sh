@@ -9,8 +9,9 @@
 # budget lasts: the [cuda] tests (kernels against the float64 references; the
 # models' logits, gradients and incremental decoding against the CPU, steps
 # replayed from CUDA graphs against the usual ones), `mambamt bench decode
-# --device cuda` without and with --graphs, `mambamt bench train` (small
-# preset), the demo sweep trained and evaluated on the GPU, and one of its
+# --device cuda` without and with --graphs, `mambamt bench kernels --device
+# cuda --quick` (the SSM kernels against LibTorch's forms and their floor),
+# `mambamt bench train` (small preset), the demo sweep trained and evaluated on the GPU, and one of its
 # experiments evaluated again, eagerly and with MAMBAMT_CUDA_GRAPHS=1. Logs go
 # to $OUT (what the device tool brings back) or gpu-out/. On the H200 the
 # build took ~100 s, the tests and bench decode ~15 s, the demo sweep ~90 s.
@@ -72,6 +73,14 @@ if [ -x "$BIN" ] && [ "$(left)" -gt 90 ]; then
   # shellcheck disable=SC2086
   timeout "$(($(left) - 60))" "$BIN" bench decode --device cuda --graphs ${BENCH_ARGS:-} 2>&1 |
     tee "$LOGS/bench_decode_graphs.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "skipped"; status=1
+fi
+
+stage "bench kernels --device cuda --quick (SSD at L=4096 and 1024, Mamba-1 at 1024)"
+if [ -x "$BIN" ] && [ "$(left)" -gt 180 ]; then
+  timeout 90 "$BIN" bench kernels --device cuda --quick 2>&1 | tee "$LOGS/bench_kernels.txt"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "skipped"; status=1
