@@ -97,6 +97,10 @@ struct Sgemm {
   double gflops(double seconds) const { return 2.0 * n * n * n / seconds / 1e9; }
 };
 
+// Seconds as milliseconds to three significant digits (a GPU's times are
+// fractions of a millisecond), whole milliseconds from 100 on.
+std::string ms(double seconds) { return fmt(seconds >= 0.1 ? "%.0f" : "%.3g", seconds * 1e3); }
+
 // What every row is measured with.
 struct Setup {
   torch::Device device;
@@ -366,10 +370,10 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
   auto print = [&](std::vector<Row>& rows) {
     for (const Row& r : rows) {
       const double gf = r.flops / r.a / 1e9;
-      out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << fmt("%.1f", r.a * 1e3) << " | "
-          << fmt("%.1f", r.b * 1e3) << " | " << fmt("%.1f", r.c * 1e3) << " | " << fmt("%.1fx", r.b / r.a)
+      out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << ms(r.a) << " | "
+          << ms(r.b) << " | " << ms(r.c) << " | " << fmt("%.1fx", r.b / r.a)
           << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | " << fmt("%.0f", r.gemm)
-          << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << fmt("%.2f", r.floor * 1e3) << " | "
+          << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << ms(r.floor) << " | "
           << fmt("%.1fx", r.a / r.floor) << " | " << r.note << " |\n";
     }
     out.flush();
