@@ -139,12 +139,12 @@ inline void check_same_translations(TranslationModel& m, const torch::Tensor& sr
 }
 
 // How far step-by-step decoding may drift from teacher forcing under bf16
-// autocast, relative to the largest logit. RetNet's recurrent and parallel
-// forms round differently in bf16 (q.S against (qk^T * D)v, the state itself
-// cast to bf16) and its group norm rescales each head's small output: up to
-// 0.08 measured on the CPU, each form alone 2-11% off its own float32 result
-// in the tiny test model.
-inline double bf16_decode_tolerance(const std::string& kind) { return kind == "retnet" ? 0.15 : 3e-2; }
+// autocast, relative to the largest logit. RetNet's group norm rescales each
+// head's small output, so the bf16 rounding of its projections weighs more:
+// 0.028 measured on the CPU in the tiny test model (its retention in float32;
+// 0.08 when its products ran in bf16 too), against at most 0.012 for the
+// other kinds.
+inline double bf16_decode_tolerance(const std::string& kind) { return kind == "retnet" ? 0.06 : 3e-2; }
 
 // max |a - b| / max |b| (0 when both are empty).
 inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {

@@ -5,8 +5,11 @@
 // gradients, beam search, reordering) run on them in test_invariants.cpp.
 #include <catch2/catch.hpp>
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/error.h"
 #include "model_helpers.h"
 #include "models/plan.h"
@@ -104,6 +107,48 @@ TEST_CASE("retention in float64 matches a direct evaluation of the parallel form
   for (int64_t t = 0; t < l; ++t) {
     torch::Tensor yt = r->step(x.select(1, t), StepInfo{torch::full({b}, t, torch::kLong)}, st);
     CHECK(rel_err(yt, y.select(1, t)) <= 1e-12);
+  }
+}
+
+// Under bf16 autocast without gradients (evaluation on a GPU) the retention
+// itself runs in float32: its products in bf16 put the tiny model's logits 8%
+// (of the largest) off their float32 values, ten times the Transformer's
+// drift (the group norm rescales each head's small output). Training keeps
+// bf16 products.
+TEST_CASE("retention under bf16 autocast keeps its products and state in float32 when evaluating",
+          "[models][retnet]") {
+  TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
+  ModelPtr m = tiny_model(tiny_config("retnet"));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor f32 = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+  const core::Bf16Autocast autocast(c10::DeviceType::CPU);
+  const torch::Tensor bf = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
+  CHECK(rel_err(bf, f32) <= 0.05);
+  {
+    // With gradients (training) the products are bf16's: farther from float32.
+    torch::AutoGradMode grad(true);
+    const torch::Tensor train = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
+    CHECK(rel_err(train, f32) > rel_err(bf, f32));
+  }
+  // A prefill's state comes out of a product: float32, not bf16.
+  InferenceState st = m->prefill(batch.src, batch.src_mask, batch.tgt_in.narrow(1, 0, 3));
+  for (const LayerState& l : st.layers) CHECK(l.recurrent.scalar_type() == torch::kFloat);
+  // Steps after it stay near float32 as well.
+  InferenceState ref;
+  {
+    const c10::impl::ExcludeDispatchKeyGuard off(c10::autocast_dispatch_keyset);
+    ref = m->prefill(batch.src, batch.src_mask, batch.tgt_in.narrow(1, 0, 3));
+  }
+  for (int64_t t = 3; t < batch.tgt_in.size(1); ++t) {
+    const torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat);
+    torch::Tensor want;
+    {
+      const c10::impl::ExcludeDispatchKeyGuard off(c10::autocast_dispatch_keyset);
+      want = m->step(ref, batch.tgt_in.select(1, t));
+    }
+    const torch::Tensor real = batch.tgt_mask.select(1, t);
+    INFO("position " << t);
+    CHECK(rel_err(step.index({real}), want.index({real})) <= 0.05);
   }
 }
 
