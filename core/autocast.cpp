@@ -43,4 +43,12 @@ void end_bf16_autocast(c10::DeviceType device, bool was_enabled) {
 #endif
 }
 
+// The cache is dropped when autocast's nesting count returns to 0: the keeper
+// counts as one more level.
+AutocastCacheKeeper::AutocastCacheKeeper() { at::autocast::increment_nesting(); }
+
+AutocastCacheKeeper::~AutocastCacheKeeper() {
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+}
+
 }  // namespace mambamt::core

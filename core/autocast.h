@@ -27,4 +27,17 @@ class Bf16Autocast {
   bool was_enabled_;
 };
 
+// Keeps autocast's cached bf16 copies of the weights alive while it lives: an
+// outermost region (Bf16Autocast) that ends meanwhile leaves them, and the
+// keeper drops them when it goes, if no region is open then. For what holds
+// on to those copies beyond a region's code: a CUDA graph recorded under
+// autocast reads them at every replay (models/graph.h).
+class AutocastCacheKeeper {
+ public:
+  AutocastCacheKeeper();
+  ~AutocastCacheKeeper();
+  AutocastCacheKeeper(const AutocastCacheKeeper&) = delete;
+  AutocastCacheKeeper& operator=(const AutocastCacheKeeper&) = delete;
+};
+
 }  // namespace mambamt::core

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/error.h"
 
 #ifdef MAMBAMT_WITH_CUDA
-#include <ATen/autocast_mode.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -68,6 +68,9 @@ struct StepGraphs::Impl {
   TranslationModel& model;
   InferenceState& state;
   torch::Device device;
+  // Under autocast the graphs read the bf16 weight copies autocast cached in
+  // the ordinary steps before each recording: kept while the graphs live.
+  core::AutocastCacheKeeper keep_weight_copies;
   torch::Tensor tokens;            // (B) int64: the graphs' input
   std::vector<const void*> bound;  // the state's tensors the graphs were recorded with
   struct Graph {
@@ -81,7 +84,11 @@ struct StepGraphs::Impl {
 
   // Records the step at `span`: two ordinary steps first, each undone, then
   // the recording (which runs the host-side code, lengths included, but no
-  // kernel, so only the lengths are put back after it).
+  // kernel, so only the lengths are put back after it). Under autocast the
+  // ordinary steps leave every weight's bf16 copy in autocast's cache, and the
+  // recording reads those copies: no weight is cast again at each replay
+  // (with the cache off, every replay cast every weight, four times the bytes
+  // of reading its copy).
   Graph record(int64_t span) {
     torch::NoGradGuard no_grad;
     const std::vector<torch::Tensor> live = state.tensors();
@@ -92,8 +99,6 @@ struct StepGraphs::Impl {
       for (size_t i = 0; i < live.size(); ++i) live[i].copy_(saved[i]);
       set_lengths(state, saved_lengths);
     };
-    const bool cache = at::autocast::is_autocast_cache_enabled();
-    at::autocast::set_autocast_cache_enabled(false);
     torch::cuda::synchronize(device.index());
     Graph g;
     try {
@@ -117,13 +122,11 @@ struct StepGraphs::Impl {
       g.graph->capture_end();
       set_lengths(state, saved_lengths);
     } catch (const std::exception& e) {
-      at::autocast::set_autocast_cache_enabled(cache);
       torch::cuda::synchronize(device.index());
       restore();
       throw Error("StepGraphs: recording the " + model.kind() + " model's decode step at span " +
                   std::to_string(span) + " failed: " + e.what());
     }
-    at::autocast::set_autocast_cache_enabled(cache);
     torch::cuda::synchronize(device.index());
     ++recordings;
     return g;

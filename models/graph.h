@@ -24,9 +24,12 @@
 //
 // Each recording follows two ordinary steps on the recording stream
 // (LibTorch's lazy set-up: cuBLAS handles, workspaces), after which the
-// state is put back as it was. Under autocast, the bf16 copies of the weights
-// are made inside the graph (autocast's cache is off while recording: cached
-// copies would be freed under a live graph).
+// state is put back as it was. Under autocast, those steps leave the bf16
+// copies of the weights in autocast's cache and the graphs read them, as
+// ordinary steps do; a StepGraphs keeps the cache alive while it lives
+// (core::AutocastCacheKeeper: the end of the autocast region would otherwise
+// free the copies under live graphs). Weights cast inside the graph instead
+// would be cast again at every replay.
 #include <torch/torch.h>
 
 #include <cstdint>
