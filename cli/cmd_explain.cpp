@@ -18,14 +18,11 @@ Command explain_command() {
   CommandSpec spec;
   spec.name = "explain";
   spec.summary = "heatmaps of where a trained experiment's translations look in the source";
-  spec.options = {
-      {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
-      {"--out", "DIR", "where the SVG heatmaps and index.md go (default DIR/explain)"},
-      {"--method", "M", "attention, occlusion or both (default both)"},
-      {"--heads", "", "also one attention heatmap per layer and head"},
-      {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
-      {"--device", "DEV", "auto (default), cpu or cuda"},
-  };
+  spec.options = trained_experiment_options();
+  spec.options.insert(spec.options.begin() + 1,
+                      {{"--out", "DIR", "where the SVG heatmaps and index.md go (default DIR/explain)"},
+                       {"--method", "M", "attention, occlusion or both (default both)"},
+                       {"--heads", "", "also one attention heatmap per layer and head"}});
   spec.description =
       "Reads sentences on stdin, one per line (\" <sep> \" separates the sentences of a passage), translates\n"
       "them with the experiment's beam search and draws, per line N, NNN_attention.svg and/or\n"
@@ -44,15 +41,7 @@ Command explain_command() {
             o.method = train::parse_explain_method(a.get("--method", "both"));
             o.heads = a.has("--heads");
             o.out_dir = a.get("--out", (fs::path(dir) / "explain").string());
-            const std::string w = a.get("--weights", "default");
-            train::Weights which = train::Weights::kDefault;
-            if (w == "best")
-              which = train::Weights::kBest;
-            else if (w == "latest")
-              which = train::Weights::kLatest;
-            else if (w != "default")
-              throw UsageError("--weights " + w + ": use default, best or latest");
-            train::LoadedExperiment exp = train::load_experiment(dir, a.get("--device", "auto"), which);
+            train::LoadedExperiment exp = load_trained_experiment(a);
             if (o.method == train::ExplainMethod::kAttention && !exp.model->has_source_attention())
               throw InputError("model kind `" + exp.model->kind() + "` of " + dir +
                                " has no attention layer over the source, so there are no attention weights to "

@@ -255,16 +255,34 @@ Command eval_command() {
           }};
 }
 
+std::vector<OptionSpec> trained_experiment_options() {
+  return {
+      {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
+      {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
+      {"--device", "DEV", "auto (default), cpu or cuda"},
+  };
+}
+
+train::LoadedExperiment load_trained_experiment(const ParsedArgs& a) {
+  const std::string dir = a.get("--store");
+  if (dir.empty()) throw UsageError("--store DIR is required");
+  const std::string w = a.get("--weights", "default");
+  train::Weights which = train::Weights::kDefault;
+  if (w == "best")
+    which = train::Weights::kBest;
+  else if (w == "latest")
+    which = train::Weights::kLatest;
+  else if (w != "default")
+    throw UsageError("--weights " + w + ": use default, best or latest");
+  return train::load_experiment(dir, a.get("--device", "auto"), which);
+}
+
 Command translate_command() {
   CommandSpec spec;
   spec.name = "translate";
   spec.summary = "translate stdin to stdout with a trained experiment";
-  spec.options = {
-      {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
-      {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
-      {"--device", "DEV", "auto (default), cpu or cuda"},
-      {"--batch", "N", "lines translated together (default 64)"},
-  };
+  spec.options = trained_experiment_options();
+  spec.options.push_back({"--batch", "N", "lines translated together (default 64)"});
   spec.description =
       "One sentence or passage per input line, one translation per output line (beam search with the\n"
       "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage; a model\n"
@@ -275,20 +293,10 @@ Command translate_command() {
       "--batch then counts lines of whole documents. On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment\n"
       "replays the search's steps from CUDA graphs.";
   return {spec, [](const ParsedArgs& a) {
-            const std::string dir = a.get("--store");
-            if (dir.empty()) throw UsageError("--store DIR is required");
-            const std::string w = a.get("--weights", "default");
-            train::Weights which = train::Weights::kDefault;
-            if (w == "best")
-              which = train::Weights::kBest;
-            else if (w == "latest")
-              which = train::Weights::kLatest;
-            else if (w != "default")
-              throw UsageError("--weights " + w + ": use default, best or latest");
             const long batch = a.get_int("--batch", 64);
             if (batch < 1) throw UsageError("--batch must be >= 1");
-            train::LoadedExperiment exp = train::load_experiment(dir, a.get("--device", "auto"), which);
-            spdlog::info("translating with {} ({})", dir, exp.weights);
+            train::LoadedExperiment exp = load_trained_experiment(a);
+            spdlog::info("translating with {} ({})", a.get("--store"), exp.weights);
             std::vector<std::string> lines;
             auto flush = [&] {
               for (auto& t : train::translate_lines(exp, lines)) std::cout << t << "\n";

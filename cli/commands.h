@@ -1,7 +1,13 @@
 #pragma once
 // The builders of every subcommand, one per cli/cmd_*.cpp; cli/commands.cpp
 // lists them in `mambamt --help` order.
+#include <vector>
+
 #include "cli/args.h"
+
+namespace mambamt::train {
+struct LoadedExperiment;
+}
 
 namespace mambamt::cli {
 
@@ -17,6 +23,14 @@ Command sweep_command();
 Command status_command();
 Command collect_command();
 Command plan_command();
+
+// The options of the commands that load a trained experiment (translate,
+// explain): --store DIR, --weights W, --device DEV.
+std::vector<OptionSpec> trained_experiment_options();
+
+// The experiment those options name, loaded (train::load_experiment); no
+// --store, or a --weights other than default, best or latest, is a UsageError.
+train::LoadedExperiment load_trained_experiment(const ParsedArgs& args);
 
 // `mambamt --version` text: version, git revision, LibTorch, CUDA and MPI.
 std::string version_text();

@@ -233,6 +233,16 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CommandResult t = run_shell("(" + mambamt_binary() + " translate --store " + dir + " < " + tmp.path("in.txt") + " 2>/dev/null)");
   CHECK(t.code == 0);
   CHECK(std::count(t.output.begin(), t.output.end(), '\n') == 3);
+  CommandResult best = run_shell("(" + mambamt_binary() + " translate --store " + dir + " --weights best < " +
+                                 tmp.path("in.txt") + " 2>/dev/null)");
+  CHECK(best.code == 0);
+  CHECK(std::count(best.output.begin(), best.output.end(), '\n') == 3);
+  CommandResult weights = run_shell(mambamt_binary() + " translate --store " + dir + " --weights newest < /dev/null");
+  CHECK(weights.code == 2);
+  CHECK_THAT(weights.output, Catch::Contains("--weights newest: use default, best or latest"));
+  CommandResult no_store = run_shell(mambamt_binary() + " explain --weights best < /dev/null");
+  CHECK(no_store.code == 2);
+  CHECK_THAT(no_store.output, Catch::Contains("--store DIR is required"));
   CommandResult bad = run_shell(mambamt_binary() + " eval --store " + tmp.path("nothing"));
   CHECK(bad.code == 1);
   CHECK_THAT(bad.output, Catch::Contains("no experiment store"));
