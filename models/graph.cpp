@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "core/autocast.h"
 #include "core/error.h"
 
 #ifdef MAMBAMT_WITH_CUDA
@@ -13,6 +12,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/cuda.h>
+
+#include "core/autocast.h"
 #endif
 
 namespace mambamt::models {
