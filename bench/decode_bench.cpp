@@ -11,8 +11,10 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
+#include "core/autocast.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "models/detail/linear.h"
@@ -50,7 +52,9 @@ const char* const kDecodeBenchHelp =
     "its end on the device), --graphs (a GPU only: every model's steps replayed from CUDA graphs, models/graph.h; "
     "static states, so full attention reads a span of its KV cache, at most 64 columns or an eighth more than it "
     "needs (models::static_span; the predictions count the span); a graph is recorded for each span when "
-    "decoding first reaches it).";
+    "decoding first reaches it), --bf16 (everything under bf16 autocast, as evaluation on a GPU runs: the weights "
+    "are read as autocast's cached bf16 copies, so the predictions count 2 bytes per weight, and the weight "
+    "product's rate is measured under autocast too).";
 
 namespace {
 
@@ -72,7 +76,9 @@ double multiply_add_rate(int64_t b, int64_t d, const torch::Device& device) {
   torch::manual_seed(5);
   const int64_t bytes = device.is_cuda() ? (1 << 24) : (1 << 20);
   const int64_t n = std::max<int64_t>(256, (bytes / 4 / d + 15) / 16 * 16);
-  const torch::Tensor w = torch::randn({n, d}).to(device), x = torch::randn({b, d}).to(device);
+  // A weight as the models' are (a leaf that requires grad): under --bf16
+  // autocast casts it once and keeps the copy, as it does theirs.
+  const torch::Tensor w = torch::randn({n, d}).to(device).requires_grad_(true), x = torch::randn({b, d}).to(device);
   models::detail::linear(x, w);  // packs w once
   finish_queued(device);
   double best = 1e300;
@@ -85,9 +91,10 @@ double multiply_add_rate(int64_t b, int64_t d, const torch::Device& device) {
   return 2.0 * static_cast<double>(b * n * d) / best;
 }
 
-// Bytes of the decoder weights a step reads (float32 parameters).
-double weight_bytes_of(const models::TranslationModel& m) {
-  return 4.0 * static_cast<double>(m.decoder_parameter_count());
+// Bytes of the decoder weights a step reads: float32 parameters, or under
+// --bf16 their bf16 copies (autocast casts each weight once and keeps the copy).
+double weight_bytes_of(const models::TranslationModel& m, bool bf16) {
+  return (bf16 ? 2.0 : 4.0) * static_cast<double>(m.decoder_parameter_count());
 }
 
 // Bytes one step reads in the memory-bound model: the decoder weights once, the
@@ -254,7 +261,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   std::string preset = "small";
   std::vector<int64_t> batches{1, 16}, lengths{256, 1024, 4096};
   int64_t src_len = 128, threads = 0, window_steps = 32;
-  bool full = false, graphs = false;
+  bool full = false, graphs = false, bf16 = false;
   std::string device_name = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") {
@@ -275,6 +282,8 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
       full = true;
     } else if (args[i] == "--graphs") {
       graphs = true;
+    } else if (args[i] == "--bf16") {
+      bf16 = true;
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       device_name = args[++i];
       if (device_name != "cpu" && device_name != "cuda" && device_name != "auto")
@@ -311,6 +320,10 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   }
   const std::string load = load_average();
   const double bw = copy_bandwidth(device);
+  // --bf16: everything after this in one autocast region, as evaluation on a
+  // GPU runs (train::AutocastGuard).
+  std::optional<core::Bf16Autocast> region;
+  if (bf16) region.emplace(device.type());
   out << "decode benchmark: greedy, preset " << preset << ", source " << src_len << " tokens, vocabulary " << vocab
       << ", LibTorch threads " << torch::get_num_threads() << ", load average " << load << "\n";
   out << "device: " << device.str() << "\n";
@@ -325,6 +338,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     out << "steps replayed from CUDA graphs (--graphs): full attention reads a span of its KV cache (at most 64 "
            "columns or an eighth more than it needs; the predictions count it), one graph per span, recorded when "
            "decoding first reaches it\n";
+  out << (bf16 ? "precision: bf16 autocast (--bf16, as evaluation on a GPU): weights read as their cached bf16 "
+                 "copies, 2 bytes each; states in the dtypes the steps leave them\n"
+               : "precision: float32\n");
   out << "predicted = the bytes each step reads at that bandwidth (decoder weights once; KV caches and cross K/V "
          "read; Mamba states read and written)\n";
   out << "roof = the same with the weights' part of a step no shorter than its multiply-adds (2 x batch x weights "
@@ -371,8 +387,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     // each step's weights take the longer of reading them and their
     // multiply-adds; the caches and states are read (and written) at bw.
     auto roof_s = [&](size_t k, double bytes, double steps) {
-      const double wb = weight_bytes_of(*ms[k]);  // 4 bytes, one multiply-add per weight and row
-      const double per_step = std::max(wb / bw, 2.0 * static_cast<double>(b) * (wb / 4.0) / rate[k]);
+      const double wb = weight_bytes_of(*ms[k], bf16);  // one multiply-add per weight and row
+      const double weights = static_cast<double>(ms[k]->decoder_parameter_count());
+      const double per_step = std::max(wb / bw, 2.0 * static_cast<double>(b) * weights / rate[k]);
       return steps * per_step + (bytes - steps * wb) / bw;
     };
     auto finish = [&](Result& r, size_t k, int64_t len, const Trace* all) {
@@ -394,7 +411,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     auto decoding = [&](size_t k) {
       Decoding d;
       d.model = ms[k].get();
-      d.weight_bytes = weight_bytes_of(*d.model);
+      d.weight_bytes = weight_bytes_of(*d.model, bf16);
       return d;
     };
     if (full) {

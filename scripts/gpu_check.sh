@@ -11,8 +11,9 @@
 # replayed from CUDA graphs against the usual ones), `mambamt bench decode
 # --device cuda` without and with --graphs, `mambamt bench kernels --device
 # cuda --quick` (the SSM kernels against LibTorch's forms and their floor),
-# `mambamt bench train` (small preset), the demo sweep trained and evaluated on the GPU, and one of its
-# experiments evaluated again, eagerly and with MAMBAMT_CUDA_GRAPHS=1. Logs go
+# bench decode `--graphs --bf16` (as evaluation runs), `mambamt bench
+# train` (small preset), the demo sweep trained and evaluated on the GPU, and
+# one of its experiments evaluated again, eagerly and with MAMBAMT_CUDA_GRAPHS=1. Logs go
 # to $OUT (what the device tool brings back) or gpu-out/. On the H200 the
 # build took ~100 s, the tests and bench decode ~15 s, the demo sweep ~90 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
@@ -84,6 +85,15 @@ if [ -x "$BIN" ] && [ "$(left)" -gt 180 ]; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 else
   echo "skipped"; status=1
+fi
+
+stage "bench decode --device cuda --graphs --bf16 (as evaluation runs: autocast, cached bf16 weights)"
+if [ -x "$BIN" ] && [ "$(left)" -gt 240 ]; then
+  # shellcheck disable=SC2086
+  timeout 90 "$BIN" bench decode --device cuda --graphs --bf16 ${BENCH_ARGS:-} 2>&1 | tee "$LOGS/bench_decode_graphs_bf16.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+else
+  echo "skipped"
 fi
 
 stage "bench train (on the GPU when one is visible)"

@@ -73,6 +73,33 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
   }
 }
 
+// --bf16: the whole benchmark in one bf16 autocast region, as evaluation on a
+// GPU runs; the predictions count the weights' cached bf16 copies, 2 bytes
+// each. The pure Mamba's step bytes (its weights, almost all of them; from
+// each run's tok/s prediction and copy bandwidth) halve.
+TEST_CASE("bench decode --bf16 runs under autocast and counts 2 bytes per weight", "[bench]") {
+  const std::vector<std::string> args{"--quick", "--batch", "2", "--lengths", "24", "--threads", "1", "--device", "cpu"};
+  std::vector<std::string> with = args;
+  with.push_back("--bf16");
+  const std::string f32 = run(args), bf = run(with);
+  INFO(bf);
+  CHECK(f32.find("\nprecision: float32\n") != std::string::npos);
+  CHECK(bf.find("\nprecision: bf16 autocast") != std::string::npos);
+  // Bytes a step reads: B x bandwidth / predicted tokens/s.
+  auto step_bytes = [](const std::string& out) {
+    std::smatch m;
+    REQUIRE(std::regex_search(out, m, std::regex("\ncopy bandwidth: ([0-9.]+) GB/s")));
+    return 2 * std::stod(m[1].str()) * 1e9 / row(out, "mamba", 24).at(1);
+  };
+  const double ratio = step_bytes(bf) / step_bytes(f32);
+  CHECK(ratio > 0.45);
+  CHECK(ratio < 0.55);
+  for (const std::string model : {"transformer", "hybrid", "mamba"}) {
+    const std::vector<double> r = row(bf, model, 24);
+    for (int i : {0, 1, 2, 3, 5, 8, 9, 10}) CHECK(r.at(i) > 0);
+  }
+}
+
 TEST_CASE("bench decode rejects bad arguments", "[bench]") {
   std::ostringstream out;
   CHECK_THROWS_AS(mambamt::bench::run_decode_bench({"--lengths", "8"}, out), mambamt::UsageError);
