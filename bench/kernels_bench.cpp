@@ -32,7 +32,7 @@ const char* const kKernelsBenchHelp =
     "written). (a), (b) and an sgemm run in R interleaved rounds per row, so that a machine whose "
     "speed drifts slows them alike, and the row's % sgemm is against the sgemm of its own rounds. "
     "(c) is skipped where it would take minutes or too much memory. Options: --quick (SSD at "
-    "L=1024,256 with N=64, on a GPU L=4096,1024; Mamba-1 at L=1024 with N=16,64; about 5 minutes on "
+    "L=1024,256 with N=64, on a GPU L=4096,1024; Mamba-1 at L=1024 with N=16,64; 1 to 5 minutes on "
     "2 cores, most of it in (c)), --lengths LIST and --dstates LIST (every L with every N, for both "
     "ops; either one alone keeps the other's full list), --threads N (default: all hardware threads), "
     "--repeat R (default 5), --device cpu|cuda|auto (auto: the GPU when one is visible, as bench "

@@ -118,6 +118,14 @@ inline std::vector<KindVariant> static_step_variants() {
   };
 }
 
+// Whether a state has a full-attention KV cache (static steps with a span,
+// one CUDA graph per span).
+inline bool full_attention(const InferenceState& st) {
+  for (const LayerState& l : st.layers)
+    if (l.self.k.defined() && l.self.window == 0) return true;
+  return false;
+}
+
 // The n-best lists of translate() with `other` against those with `usual`
 // (options of short outputs, nbest = beam): the same hypotheses, tokens, ends
 // and log-probabilities (relative `eps`).
