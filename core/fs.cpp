@@ -76,6 +76,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+void require_run_directory(const std::string& dir) {
+  const fs::path d(dir);
+  if (!fs::is_directory(d)) throw InputError(dir + ": no such run directory");
+  if (!fs::exists(d / "sweep.h5") && !fs::exists(d / "sweep.toml") && !fs::is_directory(d / "exp"))
+    throw InputError(dir + ": not a run directory (no sweep.h5, sweep.toml or exp/)");
+}
+
 void make_dirs(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);

@@ -25,6 +25,11 @@ void replace_file_atomic(const std::string& path, const std::function<void(const
 // Reads a whole file; throws InputError naming the path if it can't.
 std::string read_file(const std::string& path);
 
+// Checks that `dir` is a sweep's run directory (it holds sweep.h5, sweep.toml
+// or exp/); throws InputError naming it otherwise. Readers (status, collect)
+// call it before reading anything.
+void require_run_directory(const std::string& dir);
+
 // Creates a directory and its parents (no error if it exists).
 void make_dirs(const std::string& path);
 

@@ -45,7 +45,7 @@ std::string last_validation(const core::StoreSnapshot& s) {
 }  // namespace
 
 std::string status_report(const std::string& run_dir) {
-  if (!fs::is_directory(run_dir)) throw InputError(run_dir + ": no such run directory");
+  core::require_run_directory(run_dir);
   RunDirectory dir(run_dir);
   std::vector<std::string> ids, names;
   auto record = read_sweep_record(dir.sweep_file());

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hdf5.h"
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
@@ -164,10 +165,8 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
   std::string run_dir = run_dir_in;
   while (run_dir.size() > 1 && run_dir.back() == '/') run_dir.pop_back();
   const fs::path dir(run_dir);
+  core::require_run_directory(run_dir);
   const fs::path sweep_h5 = dir / "sweep.h5", sweep_toml = dir / "sweep.toml", exp = dir / "exp";
-  if (!fs::is_directory(dir)) throw InputError(run_dir + ": no such run directory");
-  if (!fs::exists(sweep_h5) && !fs::exists(sweep_toml) && !fs::is_directory(exp))
-    throw InputError(run_dir + ": not a run directory (no sweep.h5, sweep.toml or exp/)");
 
   SweepData sweep;
   sweep.run_dir = run_dir;

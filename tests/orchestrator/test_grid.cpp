@@ -284,5 +284,8 @@ TEST_CASE("point states follow the stores and status reports them", "[orchestrat
   CHECK(report.find("7 pending") != std::string::npos);
   CHECK(report.find("model.attention_ratio=0.25 model.d_state=16  seed 2") != std::string::npos);
   CHECK(report.find("error: diverged at step 7 (loss=nan)") != std::string::npos);
-  CHECK_THROWS_AS(status_report(tmp.path("nope")), InputError);
+  CHECK_THROWS_WITH(status_report(tmp.path("nope")), Catch::Contains("no such run directory"));
+  // A directory that holds no sweep is not reported as an empty one.
+  std::filesystem::create_directories(tmp.path("empty"));
+  CHECK_THROWS_WITH(status_report(tmp.path("empty")), Catch::Contains("not a run directory"));
 }
