@@ -130,6 +130,7 @@ Command train_command() {
       {"--shared", "DIR", "where corpora and tokenizers are prepared (default DIR/prepared)"},
       {"--name", "NAME", "label written into a new store (default the file stem)"},
       {"--signal", "SIG", "checkpoint signal: USR1, USR2 (default), TERM, INT, HUP; SIGTERM always stops too"},
+      {"--device", "DEV", "auto, cpu or cuda for this run (default: the experiment's train.device)"},
       {"--no-eval", "", "stop after training (no test-set evaluation)"},
       {"--data-parallel", "", "under mpirun: every rank trains the experiment data-parallel (rank 0 writes)"},
   };
@@ -139,6 +140,8 @@ Command train_command() {
       "checkpoint in DIR/ckpt; a completed experiment is left as it is. A directory holding the store of\n"
       "another experiment is refused. On a terminal a progress line shows step, loss, learning rate,\n"
       "tokens/s and ETA; otherwise log lines every train.log_every steps.\n\n"
+      "--device is not part of the experiment's identity: a run started on a GPU can be resumed (or\n"
+      "debugged) on the CPU with the same store and checkpoints, and back.\n\n"
       "The checkpoint signal (or SIGTERM) makes it finish the current step, checkpoint and exit.\n"
       "Exit codes: 0 completed, 1 failed (the store says why), 2 usage error, 3 interrupted (run again to resume).";
   return {spec, [](const ParsedArgs& a) {
@@ -150,6 +153,12 @@ Command train_command() {
             o.shared_dir = a.get("--shared", "");
             o.name = a.get("--name", stem);
             o.skip_evaluation = a.has("--no-eval");
+            if (a.has("--device")) {
+              o.device = a.get("--device");
+              if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+                throw UsageError("--device " + o.device + ": use auto, cpu or cuda");
+              core::select_device(o.device);  // no GPU for "cuda": refused before anything is written
+            }
             core::install_stop_handlers(a.get("--signal", "USR2"));
 
             std::unique_ptr<MpiSession> mpi;

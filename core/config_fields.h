@@ -85,7 +85,7 @@
 
 #define MAMBAMT_TRAIN_FIELDS(X) \
   X(seed, int64_t, 1, any(), "Seed of initialisation, dropout and sampling.") \
-  X(device, std::string, "auto", one_of({"auto", "cpu", "cuda"}), "auto = the GPU of the local rank when there is one, else CPU.") \
+  X(device, std::string, "auto", one_of({"auto", "cpu", "cuda"}), "auto = the GPU of the local rank when there is one, else CPU. `mambamt train --device` overrides it for one run.") \
   X(threads, int64_t, 0, range(0, 1024), "CPU threads (0 = OMP_NUM_THREADS when set, else the cores available to this rank).") \
   X(lr, double, 5e-4, range(0.0, 10.0), "Peak learning rate.") \
   X(min_lr, double, 1e-5, range(0.0, 10.0), "Floor of the cosine schedule.") \

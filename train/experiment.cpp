@@ -121,7 +121,7 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
   int64_t step = 0;
   torch::Device device = torch::kCPU;
   try {
-    device = core::select_device(config.train.device, options.local_rank);
+    device = core::select_device(options.device.empty() ? config.train.device : options.device, options.local_rank);
     const int threads = core::configure_threads(static_cast<int>(config.train.threads), options.ranks_on_node);
     if (st) {
       core::StoreStatus s = st->status();

@@ -49,6 +49,10 @@ struct RunOptions {
   // MPI_COMM_NULL = a single rank. Gradients are all-reduced over it (MPI on
   // CPU tensors, NCCL on CUDA tensors when built with CUDA).
   MPI_Comm group = MPI_COMM_NULL;
+  // Overrides train.device for this run only ("auto", "cpu", "cuda"; empty:
+  // the config's). Not part of the experiment's identity: a run on another
+  // device resumes the same store and checkpoints.
+  std::string device;
   int local_rank = 0;     // picks the GPU: local_rank % visible GPUs
   int ranks_on_node = 1;  // CPU threads = cores / ranks_on_node (train.threads = 0)
   // Scheduler job that runs this attempt (written into the status).

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/checkpoint.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/store.h"
 #include "train/decode.h"
@@ -87,6 +88,39 @@ TEST_CASE("a directory holding another experiment's store is refused and left un
   CHECK_THROWS_AS(run(b, dir), InputError);
   CHECK_THROWS_WITH(run(b, dir), Catch::Contains(a.id()) && Catch::Contains("holds the store of experiment"));
   CHECK(read_text(dir + "/store.h5") == before);
+}
+
+TEST_CASE("`mambamt train --device` overrides train.device for the run, not the experiment's identity") {
+  TempDir tmp;
+  // The experiment asks for a GPU.
+  const std::vector<std::pair<std::string, std::string>> over = {{"train.device", "\"cuda\""},
+                                                                  {"train.max_steps", "2"}};
+  const std::string cfg = train_test::write_config(tmp.dir(), "exp", over);
+  const std::string dir = tmp.path("exp");
+  const std::string train = mambamt_binary() + " train " + cfg + " --out " + dir + " --shared " + tmp.path("shared") +
+                            " --no-eval";
+
+  CommandResult bad = run_shell(train + " --device tpu");
+  INFO(bad.output);
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("--device tpu: use auto, cpu or cuda"));
+  if (core::cuda_device_count() == 0) {
+    // Refused before anything is written, unlike the config's own "cuda",
+    // which fails the experiment in its store.
+    CommandResult no_gpu = run_shell(train + " --device cuda");
+    INFO(no_gpu.output);
+    CHECK(no_gpu.code == 1);
+    CHECK_THAT(no_gpu.output, Catch::Contains("no GPU is visible"));
+  }
+  CHECK_FALSE(fs::exists(dir));
+
+  CommandResult cpu = run_shell(train + " --device cpu");
+  INFO(cpu.output);
+  REQUIRE(cpu.code == 0);
+  const auto snap = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(snap.status.state == core::RunState::completed);
+  CHECK(snap.experiment_id == train_test::tiny_config(over).id());
+  CHECK(snap.system.at("device") == "cpu");
 }
 
 TEST_CASE("data preparation is shared and keyed by the fields it depends on") {
