@@ -1,7 +1,7 @@
 // CUDA causal depthwise conv1d: forward, backward and decode step. One thread
 // per output element (W <= 4 taps); the weight and bias gradients are
-// per-(batch, channel) partial sums, one thread each. Compiled but not yet run
-// on a GPU.
+// per-(batch, channel) partial sums, one thread each. Checked against the
+// float64 reference on an NVIDIA H200 (test_kernels "[cuda]"); not tuned.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 

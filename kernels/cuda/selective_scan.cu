@@ -5,7 +5,8 @@
 // The backward pass first saves the state every kSeg positions, then walks the
 // segments in reverse, recomputing each segment's states into the workspace
 // before running its positions backwards. dB and dC sum over the channels of a
-// group with atomics. Compiled but not yet run on a GPU.
+// group with atomics. Checked against the float64 reference on an NVIDIA H200
+// (test_kernels "[cuda]"); not tuned.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 
