@@ -156,6 +156,25 @@ std::optional<int64_t> CheckpointDir::latest_step() const {
   return s.back();
 }
 
+std::optional<CheckpointDir::Readable> CheckpointDir::latest_readable(
+    const std::function<void(const std::string&, const std::string&)>& skipped) const {
+  const std::vector<int64_t> all = steps();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const std::string path = path_for_step(*it);
+    try {
+      return Readable{*it, path, read_checkpoint(path)};
+    } catch (const InputError& e) {
+      std::string aside = path + ".unreadable";
+      for (int n = 1; fs::exists(aside); ++n) aside = path + ".unreadable." + std::to_string(n);
+      std::error_code ec;
+      fs::rename(path, aside, ec);
+      if (ec) throw InputError(path + ": unreadable (" + e.what() + ") and cannot be renamed aside: " + ec.message());
+      if (skipped) skipped(path, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 void CheckpointDir::save(int64_t step, const Checkpoint& ckpt, int64_t keep_last, bool is_best) {
   make_dirs(dir_);
   remove_stale_temp_files(dir_);

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,6 +43,20 @@ class CheckpointDir {
   // Steps with a checkpoint, ascending. Temporary files are never listed.
   std::vector<int64_t> steps() const;
   std::optional<int64_t> latest_step() const;
+
+  // The newest step checkpoint that reads back, and its step. A file that
+  // does not read (truncated or corrupted on disk: writes are atomic, so not by
+  // a crash of ours) is renamed aside to <name>.unreadable (or
+  // <name>.unreadable.<n>), never deleted, and reported through `skipped`
+  // (path, error); the next older one is tried. nullopt: none reads (or none
+  // is there).
+  struct Readable {
+    int64_t step = 0;
+    std::string path;
+    Checkpoint checkpoint;
+  };
+  std::optional<Readable> latest_readable(
+      const std::function<void(const std::string& path, const std::string& error)>& skipped = nullptr) const;
 
   // Writes the checkpoint of `step`, then keeps only the newest `keep_last`
   // step files. With `is_best`, best.h5 is replaced by it too.

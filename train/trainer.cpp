@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -400,10 +401,24 @@ struct Trainer::Impl {
   }
 
   int64_t resume() {
+    // Rank 0 picks the newest checkpoint that reads back: one that does not
+    // (damaged on disk) is set aside with a warning and the one before it is
+    // used, so a bad file costs the steps since that one, not the experiment
+    // (resume is exact, so the steps done again give the same metrics).
     std::string path;
+    std::optional<core::Checkpoint> mine;
     if (group.is_root()) {
-      auto latest = ckpt.latest_step();
-      if (latest) path = ckpt.path_for_step(*latest);
+      const bool had = ckpt.latest_step().has_value();
+      auto found = ckpt.latest_readable([](const std::string& p, const std::string& error) {
+        spdlog::warn("a checkpoint does not read back: {} (set aside as {}.unreadable*; trying the one before it)",
+                     error, std::filesystem::path(p).filename().string());
+      });
+      if (found) {
+        path = found->path;
+        mine = std::move(found->checkpoint);
+      } else if (had) {
+        spdlog::warn("no checkpoint in {} reads back: training starts again from step 0", ckpt.dir());
+      }
     }
     path = group.broadcast(path);
     if (path.empty()) {
@@ -413,7 +428,7 @@ struct Trainer::Impl {
       group.broadcast(all);
       return 0;
     }
-    restore(core::read_checkpoint(path));
+    restore(mine ? *mine : core::read_checkpoint(path));
     spdlog::info("resumed from {} (step {}, epoch {})", path, step, sampler->state().epoch);
     return step;
   }

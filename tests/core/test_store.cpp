@@ -230,6 +230,56 @@ TEST_CASE("a checkpoint directory keeps the last K and the best", "[core][checkp
   CHECK(*dir.latest_step() == 40);
 }
 
+TEST_CASE("a checkpoint that does not read back is set aside and the one before it is used", "[core][checkpoint]") {
+  TempDir tmp;
+  CheckpointDir dir(tmp.path("ckpt"));
+  CHECK_FALSE(dir.latest_readable().has_value());
+  for (int64_t s : {10, 20, 30}) {
+    Checkpoint c;
+    c.ints["step"] = s;
+    c.tensors["w"] = torch::full({2}, static_cast<double>(s));
+    dir.save(s, c, 3);
+  }
+  // Undamaged: the newest.
+  auto newest = dir.latest_readable();
+  REQUIRE(newest.has_value());
+  CHECK(newest->step == 30);
+  CHECK(newest->checkpoint.ints.at("step") == 30);
+
+  // Step 30 truncated, step 20 overwritten with other bytes.
+  const std::string p30 = dir.path_for_step(30), p20 = dir.path_for_step(20);
+  const std::string head30 = read_text(p30).substr(0, 1000);
+  write_text(p30, head30);
+  write_text(p20, "not a checkpoint");
+  std::vector<std::string> skipped;
+  auto found = dir.latest_readable([&](const std::string& path, const std::string& error) {
+    skipped.push_back(path);
+    CHECK_THAT(error, Catch::Contains(path));
+  });
+  REQUIRE(found.has_value());
+  CHECK(found->step == 10);
+  CHECK(found->path == dir.path_for_step(10));
+  CHECK(found->checkpoint.tensors.at("w").equal(torch::full({2}, 10.0)));
+  CHECK(skipped == std::vector<std::string>({p30, p20}));
+  // Renamed aside with their bytes, not deleted, and no longer listed.
+  CHECK(dir.steps() == std::vector<int64_t>({10}));
+  CHECK(read_text(p30 + ".unreadable") == head30);
+  CHECK(read_text(p20 + ".unreadable") == "not a checkpoint");
+  // A later save of the same step keeps the earlier damaged copy.
+  Checkpoint c;
+  c.ints["step"] = 30;
+  dir.save(30, c, 3);
+  write_text(p30, "damaged again");
+  CHECK(dir.latest_readable()->step == 10);
+  CHECK(read_text(p30 + ".unreadable") == head30);
+  CHECK(read_text(p30 + ".unreadable.1") == "damaged again");
+  // Nothing readable left: nullopt, the files still there under other names.
+  write_text(dir.path_for_step(10), "x");
+  CHECK_FALSE(dir.latest_readable().has_value());
+  CHECK(dir.steps().empty());
+  CHECK(fs::exists(dir.path_for_step(10) + ".unreadable"));
+}
+
 TEST_CASE("atomic writes replace whole files and clean up on failure", "[core][fs]") {
   TempDir tmp;
   std::string p = tmp.path("f.txt");

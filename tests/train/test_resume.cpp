@@ -105,6 +105,47 @@ TEST_CASE("resume is exact: a checkpoint signal mid-step, then the rest, equals 
   CHECK(st.attempts == 2);
 }
 
+TEST_CASE("a damaged newest checkpoint is set aside and the run resumes from the one before it, exactly") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config();
+  REQUIRE(c.train.checkpoint_every == 4);
+  const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
+  REQUIRE(run(c, straight).state == core::RunState::completed);
+
+  core::install_stop_handlers("USR2");
+  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
+    if (step == 5 && point == "backward") ::raise(SIGUSR2);
+  });
+  core::uninstall_stop_handlers();
+  core::reset_stop_request();
+  REQUIRE(r.state == core::RunState::interrupted);
+  core::CheckpointDir ck(stopped + "/ckpt");
+  REQUIRE(ck.steps() == std::vector<int64_t>({4, 5}));
+  // Step 5's file loses its end (a disk or filesystem fault: our writes are atomic).
+  const std::string p5 = ck.path_for_step(5);
+  const std::string damaged = read_text(p5).substr(0, 2000);
+  write_text(p5, damaged);
+
+  train::RunResult r2 = run(c, stopped);
+  INFO(r2.error);
+  REQUIRE(r2.state == core::RunState::completed);
+  CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
+        "");
+  for (const char* m : {"train_loss", "lr", "grad_norm", "valid_loss"}) {
+    INFO(m);
+    std::vector<int64_t> s1, s2;
+    auto a = series(straight, m, &s1), b = series(stopped, m, &s2);
+    CHECK(s1 == s2);
+    CHECK(a == b);
+  }
+  // The damaged file is kept beside the others, with its bytes.
+  CHECK(read_text(p5 + ".unreadable") == damaged);
+  const std::string log = read_text(stopped + "/log.txt");
+  CHECK_THAT(log, Catch::Contains("a checkpoint does not read back: " + p5));
+  CHECK_THAT(log, Catch::Contains("set aside as step_00000005.h5.unreadable"));
+  CHECK_THAT(log, Catch::Contains("resumed from " + ck.path_for_step(4)));
+}
+
 TEST_CASE("resume is exact after SIGKILL of `mambamt train` at a random moment", "[slow]") {
   TempDir tmp;
   const std::vector<std::pair<std::string, std::string>> over{
