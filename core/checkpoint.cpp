@@ -164,12 +164,8 @@ std::optional<CheckpointDir::Readable> CheckpointDir::latest_readable(
     try {
       return Readable{*it, path, read_checkpoint(path)};
     } catch (const InputError& e) {
-      std::string aside = path + ".unreadable";
-      for (int n = 1; fs::exists(aside); ++n) aside = path + ".unreadable." + std::to_string(n);
-      std::error_code ec;
-      fs::rename(path, aside, ec);
-      if (ec) throw InputError(path + ": unreadable (" + e.what() + ") and cannot be renamed aside: " + ec.message());
-      if (skipped) skipped(path, e.what());
+      const std::string aside = set_aside_unreadable(path);
+      if (skipped) skipped(path, e.what() + std::string(" (set aside as ") + aside + ")");
     }
   }
   return std::nullopt;

@@ -47,9 +47,9 @@ class CheckpointDir {
   // The newest step checkpoint that reads back, and its step. A file that
   // does not read (truncated or corrupted on disk: writes are atomic, so not by
   // a crash of ours) is renamed aside to <name>.unreadable (or
-  // <name>.unreadable.<n>), never deleted, and reported through `skipped`
-  // (path, error); the next older one is tried. nullopt: none reads (or none
-  // is there).
+  // <name>.unreadable.<n>: core::set_aside_unreadable), never deleted, and
+  // reported through `skipped` (path, the error and where the file went); the
+  // next older one is tried. nullopt: none reads (or none is there).
   struct Readable {
     int64_t step = 0;
     std::string path;

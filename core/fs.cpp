@@ -83,6 +83,15 @@ void require_run_directory(const std::string& dir) {
     throw InputError(dir + ": not a run directory (no sweep.h5, sweep.toml or exp/)");
 }
 
+std::string set_aside_unreadable(const std::string& path) {
+  std::string aside = path + ".unreadable";
+  for (int n = 1; fs::exists(aside); ++n) aside = path + ".unreadable." + std::to_string(n);
+  std::error_code ec;
+  fs::rename(path, aside, ec);
+  if (ec) throw InputError(path + ": cannot rename it to " + aside + ": " + ec.message());
+  return aside;
+}
+
 void make_dirs(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);

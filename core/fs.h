@@ -30,6 +30,12 @@ std::string read_file(const std::string& path);
 // call it before reading anything.
 void require_run_directory(const std::string& dir);
 
+// Renames a file that does not read back to <path>.unreadable (or
+// <path>.unreadable.<n> when that is taken), so that it is kept for a look but
+// no longer read; returns the new path. Throws InputError naming both if the
+// rename fails.
+std::string set_aside_unreadable(const std::string& path);
+
 // Creates a directory and its parents (no error if it exists).
 void make_dirs(const std::string& path);
 

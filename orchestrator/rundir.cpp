@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/hdf5.h"
@@ -89,6 +91,7 @@ SweepRecord sweep_record_for(const ExpandedGrid& g) {
 
 std::optional<SweepRecord> read_sweep_record(const std::string& path) {
   if (!fs::exists(path)) return std::nullopt;
+  if (!core::h5::File::is_hdf5(path)) throw InputError(path + ": not an HDF5 file");
   SweepRecord r;
   try {
     core::h5::File f = core::h5::File::open(path);
@@ -203,8 +206,12 @@ void update_sweep_record(const std::string& path, const SweepRecord& fresh,
       r.requeues = old->requeues;
       r.state = old->state;
     }
-  } catch (const InputError&) {
-    // An unreadable sweep file is rewritten from the grid.
+  } catch (const InputError& e) {
+    // An unreadable sweep file (damaged on disk: ours are written atomically)
+    // is kept aside and rewritten from the grid; its history (jobs, requeues)
+    // starts again.
+    const std::string aside = core::set_aside_unreadable(path);
+    spdlog::warn("{}; set aside as {} and written again from the grid", e.what(), aside);
   }
   if (r.started == 0) r.started = core::unix_time();
   edit(r);

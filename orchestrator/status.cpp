@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -48,7 +49,15 @@ std::string status_report(const std::string& run_dir) {
   core::require_run_directory(run_dir);
   RunDirectory dir(run_dir);
   std::vector<std::string> ids, names;
-  auto record = read_sweep_record(dir.sweep_file());
+  // Reads only: a sweep file that does not read is reported, and the
+  // experiments are listed from exp/ (the coordinator sets it aside).
+  std::optional<SweepRecord> record;
+  std::string record_error;
+  try {
+    record = read_sweep_record(dir.sweep_file());
+  } catch (const InputError& e) {
+    record_error = e.what();
+  }
   if (record) {
     ids = record->ids;
     names = record->names;
@@ -56,8 +65,8 @@ std::string status_report(const std::string& run_dir) {
     if (seeds.size() > 1)
       for (size_t i = 0; i < names.size(); ++i) names[i] += "  seed " + std::to_string(record->seeds[i]);
   } else {
-    // No sweep file (a run directory of another tool version, or one being
-    // created): list what is there.
+    // No readable sweep file (a run directory of another tool version, one
+    // being created, or a damaged file): list what is there.
     std::error_code ec;
     for (auto it = fs::directory_iterator(run_dir + "/exp", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
       ids.push_back(it->path().filename().string());
@@ -123,6 +132,7 @@ std::string status_report(const std::string& run_dir) {
   std::ostringstream out;
   out << "sweep " << (record ? record->name : fs::path(run_dir).filename().string()) << " (" << run_dir << ")";
   if (record) out << ": " << record->state << ", " << record->job_ids.size() << " job(s), " << record->requeues << " requeue(s)";
+  if (!record_error.empty()) out << "\n" << record_error << " (experiments listed from exp/)";
   out << "\n" << ids.size() << " experiments:";
   for (auto& [state, n] : counts) out << " " << n << " " << state;
   out << "\n";

@@ -409,9 +409,8 @@ struct Trainer::Impl {
     std::optional<core::Checkpoint> mine;
     if (group.is_root()) {
       const bool had = ckpt.latest_step().has_value();
-      auto found = ckpt.latest_readable([](const std::string& p, const std::string& error) {
-        spdlog::warn("a checkpoint does not read back: {} (set aside as {}.unreadable*; trying the one before it)",
-                     error, std::filesystem::path(p).filename().string());
+      auto found = ckpt.latest_readable([](const std::string&, const std::string& error) {
+        spdlog::warn("a checkpoint does not read back: {}; trying the one before it", error);
       });
       if (found) {
         path = found->path;

@@ -240,6 +240,18 @@ TEST_CASE("the sweep file round-trips its points", "[orchestrator]") {
   CHECK(back->job_ids == std::vector<std::string>({"11", "12", "13"}));
   CHECK(back->state == "interrupted");
   CHECK_FALSE(fs::exists(tmp.path("sweep.h5.lock")));
+
+  // A damaged sweep file is kept aside, not overwritten, and written again
+  // from the grid (its history starts again).
+  const std::string damaged = read_text(tmp.path("sweep.h5")).substr(0, 1500);
+  write_text(tmp.path("sweep.h5"), damaged);
+  CHECK_THROWS_AS(read_sweep_record(tmp.path("sweep.h5")), InputError);
+  update_sweep_record(tmp.path("sweep.h5"), r, [](SweepRecord& x) { x.job_ids.push_back("14"); });
+  CHECK(read_text(tmp.path("sweep.h5.unreadable")) == damaged);
+  back = read_sweep_record(tmp.path("sweep.h5"));
+  REQUIRE(back);
+  CHECK(back->ids == r.ids);
+  CHECK(back->job_ids == std::vector<std::string>({"11", "12", "14"}));
 }
 
 TEST_CASE("point states follow the stores and status reports them", "[orchestrator]") {
@@ -284,6 +296,13 @@ TEST_CASE("point states follow the stores and status reports them", "[orchestrat
   CHECK(report.find("7 pending") != std::string::npos);
   CHECK(report.find("model.attention_ratio=0.25 model.d_state=16  seed 2") != std::string::npos);
   CHECK(report.find("error: diverged at step 7 (loss=nan)") != std::string::npos);
+  // A damaged sweep file: reported, and the experiments found under exp/.
+  write_text(dir.sweep_file(), "damaged");
+  const std::string damaged = status_report(dir.root());
+  INFO(damaged);
+  CHECK_THAT(damaged, Catch::Contains(dir.sweep_file() + ": not an HDF5 file (experiments listed from exp/)"));
+  CHECK_THAT(damaged, Catch::Contains("error: diverged at step 7 (loss=nan)"));
+  CHECK(read_text(dir.sweep_file()) == "damaged");  // status only reads
   CHECK_THROWS_WITH(status_report(tmp.path("nope")), Catch::Contains("no such run directory"));
   // A directory that holds no sweep is not reported as an empty one.
   std::filesystem::create_directories(tmp.path("empty"));
