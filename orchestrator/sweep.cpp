@@ -571,7 +571,10 @@ SweepSummary run_sweep(const SweepOptions& opt) {
         if (ps.need == Need::done) ++summary.completed;
         else if (ps.need == Need::failed_final) ++summary.failed;
         else queue.push_back(i);
-        if (!ps.unreadable.empty()) spdlog::warn("{} (left alone)", ps.unreadable);
+        if (!ps.unreadable.empty())
+          spdlog::warn("{} (left alone: move the store aside to run the experiment again from its checkpoints, or its "
+                       "directory to start it over)",
+                       ps.unreadable);
       }
       if (sw.order == "cost")
         std::stable_sort(queue.begin(), queue.end(),
