@@ -83,17 +83,15 @@ std::string usage_text(const CommandSpec& spec) {
   if (spec.rest) out << " [ARGS...]";
   out << "\n\n" << spec.summary << "\n";
   if (!spec.description.empty()) out << "\n" << spec.description << "\n";
-  if (!spec.options.empty()) {
-    out << "\noptions:\n";
-    for (auto& o : spec.options) {
-      std::string left = "  " + o.name + (o.value_name.empty() ? "" : " " + o.value_name);
-      out << left;
-      if (left.size() < 26)
-        out << std::string(26 - left.size(), ' ');
-      else
-        out << "\n" << std::string(26, ' ');
-      out << o.help << "\n";
-    }
+  out << "\noptions:\n";
+  for (auto& o : spec.options) {
+    std::string left = "  " + o.name + (o.value_name.empty() ? "" : " " + o.value_name);
+    out << left;
+    if (left.size() < 26)
+      out << std::string(26 - left.size(), ' ');
+    else
+      out << "\n" << std::string(26, ' ');
+    out << o.help << "\n";
   }
   out << "  --help, -h              show this help\n";
   return out.str();

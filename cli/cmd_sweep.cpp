@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "orchestrator/grid.h"
+#include "orchestrator/prepare.h"
 #include "orchestrator/sweep.h"
 #include "slurm/env.h"
 #include "train/experiment.h"
@@ -115,6 +116,41 @@ Command sweep_command() {
               if (s.remaining > 0) return 3;
             }
             return s.remaining == 0 && s.failed == 0 ? 0 : 1;
+          }};
+}
+
+Command prepare_command() {
+  CommandSpec spec;
+  spec.name = "prepare";
+  spec.summary = "prepare a grid's corpora and tokenizers ahead of its sweep, and check its data files";
+  spec.positionals = {"GRID"};
+  spec.description =
+      "Prepares every distinct data setup of the grid's points (their [data] and [eval] sections) in the\n"
+      "run directory, as each experiment would at its start: generates the synthetic corpus, trains the\n"
+      "tokenizer, and reads and tokenizes the training, validation, test and contrastive sets. The\n"
+      "sweep's workers then find the corpus and tokenizer instead of building them, and a missing\n"
+      "file or a malformed line is reported here (file and line) rather than on the cluster. Run it\n"
+      "where the sweep will run from (relative paths) or on a machine sharing its filesystem, e.g. a\n"
+      "login node before `sbatch`. The grid is not frozen and no store is written; a second run finds\n"
+      "everything and only checks the files again.\n\n"
+      "exit codes: 0 every data setup prepared; 1 a setup failed (its points would fail at their start); 2 usage.";
+  return {spec, [](const ParsedArgs& a) {
+            const std::string& file = a.positional[0];
+            if (!core::is_grid_text(core::read_text(file)))
+              throw UsageError(file + " is an experiment, not a grid: `mambamt train` prepares an experiment's data");
+            orchestrator::ExpandedGrid g = orchestrator::expand_grid(core::load_grid(file));
+            std::cout << "prepare " << g.grid.sweep.name << " (" << file << "): " << g.points.size() << " points, run directory "
+                      << orchestrator::run_directory_for(g.grid).root() << "\n" << std::flush;
+            orchestrator::PrepareSummary s =
+                orchestrator::prepare_grid(g, [](const orchestrator::DataSetup& d, size_t i, size_t n) {
+                  std::cout << orchestrator::describe_setup(d, i, n) << std::flush;
+                });
+            for (const std::string& p : s.invalid_points) std::cout << "invalid point (not prepared): " << p << "\n";
+            const size_t failed = s.failed();
+            std::cout << s.setups.size() - failed << " of " << s.setups.size() << " data setups prepared";
+            if (failed) std::cout << "; " << failed << " failed: their points would fail at their start";
+            std::cout << "\n";
+            return failed == 0 ? 0 : 1;
           }};
 }
 

@@ -5,6 +5,7 @@ namespace mambamt::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       sweep_command(),
+      prepare_command(),
       status_command(),
       collect_command(),
       plan_command(),

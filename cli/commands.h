@@ -20,6 +20,7 @@ Command eval_command();
 Command translate_command();
 Command explain_command();
 Command sweep_command();
+Command prepare_command();
 Command status_command();
 Command collect_command();
 Command plan_command();

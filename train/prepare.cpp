@@ -52,11 +52,6 @@ data::Tokenizer tokenizer_for(const core::ExperimentConfig& c, const data::Corpu
   return data::Tokenizer::train_or_load(train, tokenizer_options(c), dir);
 }
 
-std::string tokenizer_dir_for(const core::ExperimentConfig& c, const std::string& shared_dir) {
-  if (!c.data.tokenizer_dir.empty()) return c.data.tokenizer_dir;
-  return (fs::path(shared_dir) / "tokenizer" / tokenizer_key(c)).string();
-}
-
 // The training corpus (generating the synthetic one when needed).
 struct Corpora {
   data::Corpus train, valid;
@@ -69,7 +64,7 @@ struct Corpora {
 Corpora load_corpora(const core::ExperimentConfig& c, const std::string& shared_dir, bool with_tests) {
   Corpora out;
   if (c.data.corpus == "synthetic") {
-    out.data_dir = (fs::path(shared_dir) / "data" / synthetic_key(c)).string();
+    out.data_dir = synthetic_dir_for(c, shared_dir);
     data::SyntheticCorpus s = data::ensure_synthetic(synthetic_options(c), out.data_dir);
     out.train = std::move(s.train);
     out.valid = std::move(s.valid);
@@ -120,6 +115,16 @@ std::string tokenizer_key(const core::ExperimentConfig& c) {
   else
     s << "train=" << fs::absolute(c.data.train).lexically_normal().string() << "\n";
   return core::short_hash(s.str());
+}
+
+std::string tokenizer_dir_for(const core::ExperimentConfig& c, const std::string& shared_dir) {
+  if (!c.data.tokenizer_dir.empty()) return c.data.tokenizer_dir;
+  return (fs::path(shared_dir) / "tokenizer" / tokenizer_key(c)).string();
+}
+
+std::string synthetic_dir_for(const core::ExperimentConfig& c, const std::string& shared_dir) {
+  if (c.data.corpus != "synthetic") return "";
+  return (fs::path(shared_dir) / "data" / synthetic_key(c)).string();
 }
 
 data::ExampleOptions example_options(const core::ExperimentConfig& c) {

@@ -66,6 +66,11 @@ struct PreparedData {
 std::string synthetic_key(const core::ExperimentConfig& config);
 std::string tokenizer_key(const core::ExperimentConfig& config);
 
+// Where prepare_data keeps the tokenizer under `shared_dir` (data.tokenizer_dir
+// when that is set), and the synthetic corpus ("" for corpora read from files).
+std::string tokenizer_dir_for(const core::ExperimentConfig& config, const std::string& shared_dir);
+std::string synthetic_dir_for(const core::ExperimentConfig& config, const std::string& shared_dir);
+
 // Prepares everything above. `with_tests` = false skips test and contrastive
 // sets (the data-parallel ranks other than 0 do not evaluate).
 PreparedData prepare_data(const core::ExperimentConfig& config, const std::string& shared_dir,
