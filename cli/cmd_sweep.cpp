@@ -139,8 +139,9 @@ Command prepare_command() {
             if (!core::is_grid_text(core::read_text(file)))
               throw UsageError(file + " is an experiment, not a grid: `mambamt train` prepares an experiment's data");
             orchestrator::ExpandedGrid g = orchestrator::expand_grid(core::load_grid(file));
-            std::cout << "prepare " << g.grid.sweep.name << " (" << file << "): " << g.points.size() << " points, run directory "
-                      << orchestrator::run_directory_for(g.grid).root() << "\n" << std::flush;
+            std::cout << "prepare " << g.grid.sweep.name << " (" << file << "): " << g.points.size()
+                      << " points, run directory " << orchestrator::run_directory_for(g.grid).root() << "\n"
+                      << std::flush;
             orchestrator::PrepareSummary s =
                 orchestrator::prepare_grid(g, [](const orchestrator::DataSetup& d, size_t i, size_t n) {
                   std::cout << orchestrator::describe_setup(d, i, n) << std::flush;
