@@ -33,6 +33,18 @@ train::RunResult run(const core::ExperimentConfig& c, const std::string& dir,
   return train::run_experiment(c, o);
 }
 
+// The checkpoint signal arrives while step `at` computes its gradients: the
+// step finishes, is checkpointed, and the run returns interrupted.
+train::RunResult run_stopped_at(const core::ExperimentConfig& c, const std::string& dir, int64_t at) {
+  core::install_stop_handlers("USR2");
+  train::RunResult r = run(c, dir, [at](int64_t step, const std::string& point) {
+    if (step == at && point == "backward") ::raise(SIGUSR2);
+  });
+  core::uninstall_stop_handlers();
+  core::reset_stop_request();
+  return r;
+}
+
 std::vector<double> series(const std::string& dir, const std::string& name, std::vector<int64_t>* steps = nullptr) {
   auto s = core::ExperimentStore::read(dir + "/store.h5");
   std::vector<double> out;
@@ -73,14 +85,7 @@ TEST_CASE("resume is exact: a checkpoint signal mid-step, then the rest, equals 
   const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
   REQUIRE(run(c, straight).state == core::RunState::completed);
 
-  // The signal arrives while step 5 computes its gradients: the step finishes,
-  // is checkpointed, and the run returns interrupted.
-  core::install_stop_handlers("USR2");
-  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
-    if (step == 5 && point == "backward") ::raise(SIGUSR2);
-  });
-  core::uninstall_stop_handlers();
-  core::reset_stop_request();
+  train::RunResult r = run_stopped_at(c, stopped, 5);
   CHECK(r.state == core::RunState::interrupted);
   CHECK(r.step == 5);
   core::CheckpointDir ck(stopped + "/ckpt");
@@ -112,12 +117,7 @@ TEST_CASE("a damaged newest checkpoint is set aside and the run resumes from the
   const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
   REQUIRE(run(c, straight).state == core::RunState::completed);
 
-  core::install_stop_handlers("USR2");
-  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
-    if (step == 5 && point == "backward") ::raise(SIGUSR2);
-  });
-  core::uninstall_stop_handlers();
-  core::reset_stop_request();
+  train::RunResult r = run_stopped_at(c, stopped, 5);
   REQUIRE(r.state == core::RunState::interrupted);
   core::CheckpointDir ck(stopped + "/ckpt");
   REQUIRE(ck.steps() == std::vector<int64_t>({4, 5}));
@@ -259,12 +259,7 @@ TEST_CASE("two-stage training: the first updates are a sentence-level run, and r
   const core::ExperimentConfig c = train_test::tiny_config({{"data.sentence_steps", "4"}});
   const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped"), sent = tmp.path("sent");
   REQUIRE(run(c, straight).state == core::RunState::completed);
-  core::install_stop_handlers("USR2");
-  train::RunResult r = run(c, stopped, [](int64_t step, const std::string& point) {
-    if (step == 3 && point == "backward") ::raise(SIGUSR2);
-  });
-  core::uninstall_stop_handlers();
-  core::reset_stop_request();
+  train::RunResult r = run_stopped_at(c, stopped, 3);
   REQUIRE(r.state == core::RunState::interrupted);
   CHECK(r.step == 3);
   REQUIRE(run(c, stopped).state == core::RunState::completed);
