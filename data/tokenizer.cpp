@@ -1,11 +1,15 @@
 #include "data/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
+#include "core/fs.h"
 #include "data/detail/spm_api.h"
 #include "data/detail/text.h"
 
@@ -65,6 +69,21 @@ std::string info_text(const Corpus& corpus, const TokenizerOptions& o) {
     << "training_sentences = " << 2 * corpus.num_sentences() << "\n"
     << "text_fingerprint = " << detail::hex64(h) << "\n";
   return s.str();
+}
+
+// The line of tokenizer.txt that fingerprints spm.model (written by train();
+// directories written before it have none).
+const char* const kModelFingerprint = "model_fingerprint = ";
+
+std::string model_fingerprint(std::string_view proto) { return detail::hex64(detail::fnv1a(proto)); }
+
+// tokenizer.txt without its model fingerprint line, and that fingerprint ("" if none).
+std::pair<std::string, std::string> split_info(const std::string& info) {
+  const size_t at = info.find(std::string("\n") + kModelFingerprint);
+  if (at == std::string::npos) return {info, ""};
+  const size_t from = at + 1 + std::string(kModelFingerprint).size();
+  const size_t end = info.find('\n', from);
+  return {info.substr(0, at + 1), info.substr(from, end == std::string::npos ? std::string::npos : end - from)};
 }
 
 void check_options(const TokenizerOptions& o) {
@@ -136,7 +155,7 @@ Tokenizer Tokenizer::train(const Corpus& corpus, const TokenizerOptions& o, cons
     vocab += impl->model->id_to_piece(i) + "\t" + std::to_string(impl->model->score(i)) + "\n";
   }
   const std::string base = (std::filesystem::path(dir) / "").string();
-  detail::write_file_atomic(base + kInfoFile, info_text(corpus, o));
+  detail::write_file_atomic(base + kInfoFile, info_text(corpus, o) + kModelFingerprint + model_fingerprint(proto) + "\n");
   detail::write_file_atomic(base + kVocabFile, vocab);
   detail::write_file_atomic(base + kModelFile, proto);
   return Tokenizer(impl);
@@ -145,10 +164,31 @@ Tokenizer Tokenizer::train(const Corpus& corpus, const TokenizerOptions& o, cons
 Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kModelFile).string();
   if (!detail::file_exists(path)) throw InputError(located(path, 0, 0, "no tokenizer model here"));
+  const std::string proto = detail::read_file(path);
+  // A model written by train() is checked against its fingerprint: a
+  // truncated model can still parse, as a smaller vocabulary.
+  // Directories written before the fingerprint: the pieces are counted
+  // against spm.vocab (one line each) instead.
+  const std::string info_path = (std::filesystem::path(dir) / kInfoFile).string();
+  const std::string vocab_path = (std::filesystem::path(dir) / kVocabFile).string();
+  std::string want;
+  if (detail::file_exists(info_path)) {
+    want = split_info(detail::read_file(info_path)).second;
+    if (!want.empty() && model_fingerprint(proto) != want)
+      throw InputError(located(path, 0, 0, "damaged: its fingerprint is " + model_fingerprint(proto) + ", " +
+                                               info_path + " says " + want));
+  }
   auto impl = std::make_shared<Impl>();
   impl->model = detail::spm().create();
-  const std::string error = impl->model->load_file(path);
+  const std::string error = impl->model->load_proto(proto);
   if (!error.empty()) throw InputError(located(path, 0, 0, "not a sentencepiece model: " + error));
+  if (want.empty() && detail::file_exists(info_path) && detail::file_exists(vocab_path)) {
+    const std::string vocab = detail::read_file(vocab_path);
+    const auto lines = static_cast<int>(std::count(vocab.begin(), vocab.end(), '\n'));
+    if (lines != impl->model->piece_size())
+      throw InputError(located(path, 0, 0, "damaged: it has " + std::to_string(impl->model->piece_size()) +
+                                               " pieces, " + vocab_path + " lists " + std::to_string(lines)));
+  }
   const SpecialIds& s = impl->specials;
   const detail::SpmModel& m = *impl->model;
   if (m.pad_id() != s.pad || m.unk_id() != s.unk || m.bos_id() != s.bos || m.eos_id() != s.eos ||
@@ -171,12 +211,27 @@ Tokenizer Tokenizer::train_or_load(const Corpus& corpus, const TokenizerOptions&
                                "missing: this tokenizer was not trained by mambamt; load it as it is "
                                "(data.tokenizer_dir) or delete the directory to retrain"));
     }
-    if (detail::read_file(info_path) != want) {
+    if (split_info(detail::read_file(info_path)).first != want) {
       throw InputError(located(info_path, 0, 0,
                                "the tokenizer here was trained with other options or on other text; "
                                "delete the directory to retrain, or use another one"));
     }
-    return load(dir);
+    try {
+      return load(dir);
+    } catch (const InputError& e) {
+      // Ours (tokenizer.txt matches) but damaged on disk: training again on
+      // the same text with the same options writes the same bytes, so the
+      // experiments that used it are unaffected. The damaged file is kept.
+      const std::string model = (base / kModelFile).string();
+      std::string aside = "(already moved by another process)";
+      try {
+        aside = core::set_aside_unreadable(model);
+      } catch (const InputError&) {
+        if (detail::file_exists(model)) throw;
+      }
+      spdlog::warn("{}; set aside as {}: training the tokenizer again (the same text and options give the same model)",
+                   e.what(), aside);
+    }
   }
   return train(corpus, o, dir);
 }

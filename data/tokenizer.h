@@ -10,7 +10,8 @@
 // Files in the tokenizer directory (the sweep's runs/<sweep>/tokenizer/):
 //   spm.model      the sentencepiece model (load() needs only this)
 //   spm.vocab      piece<TAB>score per line, for people
-//   tokenizer.txt  the options and a fingerprint of the training text
+//   tokenizer.txt  the options, a fingerprint of the training text and one of
+//                  spm.model (load() checks it: a truncated model can parse)
 // Each is written to a temporary name and renamed, spm.model last, so a reader
 // never sees half a tokenizer and processes racing to train the same tokenizer
 // (same text and options give byte-identical files) are harmless.

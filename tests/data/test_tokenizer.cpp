@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -144,6 +145,69 @@ TEST_CASE("train_or_load reuses a directory and refuses a different one") {
   CHECK_THAT(input_error([&] { Tokenizer::train_or_load(changed, options(), d.path("tok")); }),
              Contains("other text"));
   CHECK(slurp(d.path("tok/spm.model")) == before);  // nothing changed on disk
+}
+
+TEST_CASE("train_or_load trains a damaged tokenizer of its own again, to the same bytes, and keeps the damaged file") {
+  ScratchDir d;
+  Tokenizer::train_or_load(training_corpus(), options(), d.path("tok"));
+  const std::string model = d.path("tok/spm.model");
+  const std::string original = slurp(model);
+  const std::string damaged = original.substr(0, original.size() / 3);
+  {
+    std::ofstream out(model, std::ios::binary | std::ios::trunc);
+    out << damaged;
+  }
+  CHECK_THAT(input_error([&] { Tokenizer::load(d.path("tok")); }), Contains(model));
+  const Tokenizer again = Tokenizer::train_or_load(training_corpus(), options(), d.path("tok"));
+  CHECK(slurp(model) == original);
+  CHECK(slurp(model + ".unreadable") == damaged);
+  CHECK_FALSE(again.encode("the cat").empty());
+  // A tokenizer that is not ours (no tokenizer.txt) is never trained over.
+  std::filesystem::remove(d.path("tok/tokenizer.txt"));
+  {
+    std::ofstream out(model, std::ios::binary | std::ios::trunc);
+    out << damaged;
+  }
+  CHECK_THAT(input_error([&] { Tokenizer::train_or_load(training_corpus(), options(), d.path("tok")); }),
+             Contains("not trained by mambamt"));
+  CHECK(slurp(model) == damaged);
+}
+
+TEST_CASE("load refuses a truncated model that still parses, by its fingerprint in tokenizer.txt") {
+  ScratchDir d;
+  const Tokenizer full = Tokenizer::train_or_load(training_corpus(), options(), d.path("tok"));
+  const std::string model = d.path("tok/spm.model"), info = d.path("tok/tokenizer.txt");
+  const std::string original = slurp(model), with_print = slurp(info);
+  REQUIRE_THAT(with_print, Contains("\nmodel_fingerprint = "));
+  auto write = [](const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  };
+  // With neither the fingerprint nor spm.vocab, some prefixes of the model
+  // load as a smaller vocabulary.
+  const std::string vocab = slurp(d.path("tok/spm.vocab"));
+  std::filesystem::remove(d.path("tok/spm.vocab"));
+  write(info, with_print.substr(0, with_print.find("model_fingerprint = ")));
+  size_t cut = 0;
+  for (size_t n = 32; n < original.size() && cut == 0; n += 8) {
+    write(model, original.substr(0, n));
+    try {
+      if (Tokenizer::load(d.path("tok")).vocab_size() < full.vocab_size()) cut = n;
+    } catch (const mambamt::InputError&) {
+    }
+  }
+  REQUIRE(cut > 0);
+  // A directory written before the fingerprint: refused by its piece count.
+  write(d.path("tok/spm.vocab"), vocab);
+  CHECK_THAT(input_error([&] { Tokenizer::load(d.path("tok")); }),
+             Contains(model) && Contains("damaged: it has ") && Contains(d.path("tok/spm.vocab")));
+  // With the fingerprint: refused, naming both files; the whole model loads.
+  write(info, with_print);
+  write(model, original.substr(0, cut));
+  CHECK_THAT(input_error([&] { Tokenizer::load(d.path("tok")); }),
+             Contains(model) && Contains("damaged: its fingerprint is") && Contains(info));
+  write(model, original);
+  CHECK(Tokenizer::load(d.path("tok")).vocab_size() == full.vocab_size());
 }
 
 TEST_CASE("two trainers racing for one directory leave one complete tokenizer") {
