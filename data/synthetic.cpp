@@ -8,7 +8,10 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
+#include "core/fs.h"
 #include "data/detail/rng.h"
 #include "data/detail/text.h"
 
@@ -729,13 +732,50 @@ std::vector<EntityCount> read_entities(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// The corpus files of a directory, and the manifest lines that fingerprint
+// them ("fingerprint train.tsv = <hex>"): a file cut at a line boundary reads
+// as a smaller corpus, so the loader checks them (manifests written before
+// the fingerprints have none, and are not checked).
+const char* const kCorpusFiles[] = {"train.tsv", "valid.tsv", "test.tsv", "contrastive.tsv", "entities.tsv"};
+const char* const kFingerprint = "fingerprint ";
+
+std::string file_fingerprints(const std::string& dir) {
+  std::string out;
+  for (const char* f : kCorpusFiles) {
+    const std::string path = dir + "/" + f;
+    if (detail::file_exists(path))
+      out += std::string(kFingerprint) + f + " = " + detail::hex64(detail::fnv1a(detail::read_file(path))) + "\n";
+  }
+  return out;
+}
+
+// The files of `dir` whose content differs from the manifest's fingerprints.
+std::vector<std::string> damaged_files(const std::string& dir, const std::string& manifest_text) {
+  std::vector<std::string> out;
+  std::istringstream in(manifest_text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kFingerprint, 0) != 0) continue;
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) continue;
+    const size_t from = std::string(kFingerprint).size();
+    const std::string path = dir + "/" + line.substr(from, eq - from);
+    if (!detail::file_exists(path) || detail::hex64(detail::fnv1a(detail::read_file(path))) != line.substr(eq + 3))
+      out.push_back(path);
+  }
+  return out;
+}
+
+}  // namespace
+
 void write_synthetic(const SyntheticCorpus& c, const SyntheticOptions& o, const std::string& dir) {
   write_tsv(c.train, dir + "/train.tsv");
   if (!c.valid.documents.empty()) write_tsv(c.valid, dir + "/valid.tsv");
   if (!c.test.documents.empty()) write_tsv(c.test, dir + "/test.tsv");
   write_contrastive(c.contrastive, dir + "/contrastive.tsv");
   write_entities(c.entities, dir + "/entities.tsv");
-  detail::write_file_atomic(dir + "/manifest.txt", synthetic_manifest(o));
+  detail::write_file_atomic(dir + "/manifest.txt", synthetic_manifest(o) + file_fingerprints(dir));
 }
 
 SyntheticCorpus load_synthetic(const std::string& dir) {
@@ -755,12 +795,28 @@ SyntheticCorpus ensure_synthetic(const SyntheticOptions& o, const std::string& d
   const std::string manifest = dir + "/manifest.txt";
   const std::string expected = synthetic_manifest(o);
   if (detail::file_exists(manifest)) {
-    if (detail::read_file(manifest) != expected) {
+    const std::string text = detail::read_file(manifest);
+    if (text.substr(0, std::min(text.find(kFingerprint), text.size())) != expected) {
       throw InputError(located(manifest, 0, 0,
                                "this directory holds a synthetic corpus generated with other options; "
                                "use another directory or delete it"));
     }
-    return load_synthetic(dir);
+    const std::vector<std::string> damaged = damaged_files(dir, text);
+    if (damaged.empty()) return load_synthetic(dir);
+    // Damaged on disk: the generator is a pure function of the options, so
+    // generating again writes the same files. The damaged ones are kept.
+    for (const std::string& path : damaged) {
+      std::string aside = "(missing)";
+      if (detail::file_exists(path)) {
+        try {
+          aside = core::set_aside_unreadable(path);
+        } catch (const InputError&) {
+          if (detail::file_exists(path)) throw;  // not moved by a process repairing it beside us
+        }
+      }
+      spdlog::warn("{}: damaged (its fingerprint differs from {}); set aside as {}: generating the corpus again",
+                   path, manifest, aside);
+    }
   }
   // Racing writers produce identical files and rename them into place, and the
   // manifest goes last, so a reader that sees it sees complete files.

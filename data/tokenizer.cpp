@@ -155,7 +155,8 @@ Tokenizer Tokenizer::train(const Corpus& corpus, const TokenizerOptions& o, cons
     vocab += impl->model->id_to_piece(i) + "\t" + std::to_string(impl->model->score(i)) + "\n";
   }
   const std::string base = (std::filesystem::path(dir) / "").string();
-  detail::write_file_atomic(base + kInfoFile, info_text(corpus, o) + kModelFingerprint + model_fingerprint(proto) + "\n");
+  detail::write_file_atomic(base + kInfoFile,
+                            info_text(corpus, o) + kModelFingerprint + model_fingerprint(proto) + "\n");
   detail::write_file_atomic(base + kVocabFile, vocab);
   detail::write_file_atomic(base + kModelFile, proto);
   return Tokenizer(impl);
@@ -229,7 +230,8 @@ Tokenizer Tokenizer::train_or_load(const Corpus& corpus, const TokenizerOptions&
       } catch (const InputError&) {
         if (detail::file_exists(model)) throw;
       }
-      spdlog::warn("{}; set aside as {}: training the tokenizer again (the same text and options give the same model)",
+      spdlog::warn("{}; set aside as {}: training the tokenizer again (the same text and options give the "
+                   "same model)",
                    e.what(), aside);
     }
   }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -106,6 +108,31 @@ TEST_CASE("synthetic corpus files: written once, reused, never overwritten") {
   CHECK_THAT(input_error([&] { ensure_synthetic(other, d.path("syn")); }),
              Contains(d.path("syn/manifest.txt")) && Contains("other options"));
   CHECK(slurp(d.path("syn/train.tsv")) == before);
+}
+
+TEST_CASE("a damaged synthetic corpus file is set aside and generated again, to the same bytes") {
+  ScratchDir d;
+  const SyntheticOptions o = small_options();
+  const SyntheticCorpus made = ensure_synthetic(o, d.path("syn"));
+  const std::string train = d.path("syn/train.tsv");
+  const std::string original = slurp(train);
+  // Cut at a line boundary: the reader alone would load fewer documents.
+  const std::string cut = original.substr(0, original.find('\n', original.size() / 2) + 1);
+  {
+    std::ofstream out(train, std::ios::binary | std::ios::trunc);
+    out << cut;
+  }
+  REQUIRE(read_tsv(train).documents.size() < made.train.documents.size());
+  std::filesystem::remove(d.path("syn/test.tsv"));
+  const SyntheticCorpus again = ensure_synthetic(o, d.path("syn"));
+  CHECK(again.train == made.train);
+  CHECK(again.test == made.test);
+  CHECK(slurp(train) == original);
+  CHECK(slurp(train + ".unreadable") == cut);
+  CHECK(mambamt::data::detail::file_exists(d.path("syn/test.tsv")));
+  // Undamaged now: loaded as it is.
+  CHECK(ensure_synthetic(o, d.path("syn")).train == made.train);
+  CHECK_FALSE(mambamt::data::detail::file_exists(train + ".unreadable.1"));
 }
 
 TEST_CASE("pronoun gender in the target is set by the antecedent in an earlier sentence") {
