@@ -93,6 +93,14 @@ pid_t rank_pid(int rank) {
   return 0;
 }
 
+// After mpirun is gone its ranks may take a moment longer, and while one
+// lives it still holds its claims (a resubmission would skip them): waits
+// until no sweep process of rank 0 or 1 is left (at most a minute).
+void wait_ranks_gone() {
+  for (int i = 0; i < 600 && (rank_pid(0) > 0 || rank_pid(1) > 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
 // The id of an experiment still training with a checkpoint no later than
 // `max_step` (so that many steps are left before it can complete).
 std::string wait_for_checkpoint(const std::string& run_dir, int seconds, int64_t max_step) {
@@ -180,10 +188,7 @@ TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from i
   ::kill(static_cast<pid_t>(running.status.pid), SIGKILL);
   int code = wait_exit(job, 300);
   CHECK(code != 0);
-  // mpirun is gone; its other rank may take a moment longer, and while it
-  // lives it still holds its claims (the resubmission would skip them).
-  for (int i = 0; i < 600 && (rank_pid(0) > 0 || rank_pid(1) > 0); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  wait_ranks_gone();
   int64_t ckpt_step = *core::CheckpointDir(s.run_dir + "/exp/" + id + "/ckpt").latest_step();
   CHECK(ckpt_step > 0);
 
@@ -226,6 +231,7 @@ TEST_CASE("the coordinator killed: the resubmission finishes the rest and rewrit
   REQUIRE(coordinator > 0);
   ::kill(coordinator, SIGKILL);
   CHECK(wait_exit(job, 300) != 0);
+  wait_ranks_gone();
   // Stores completed before the kill (re-read now: more may have finished).
   for (auto& [id, st] : stores(s.run_dir))
     if (st.status.state == core::RunState::completed) completed[id] = file_id(s.run_dir + "/exp/" + id + "/store.h5");
