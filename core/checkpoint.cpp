@@ -171,6 +171,33 @@ std::optional<CheckpointDir::Readable> CheckpointDir::latest_readable(
   return std::nullopt;
 }
 
+namespace {
+
+// Whether an HDF5 file opens (a truncated one does not), with the error.
+std::string open_error(const std::string& path) {
+  try {
+    h5::File::open(path);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+std::string CheckpointDir::repair_best(int64_t best_step) const {
+  const std::string best = best_path();
+  if (!fs::exists(best)) return "";
+  const std::string error = open_error(best);
+  if (error.empty()) return "";
+  const std::string step_file = path_for_step(best_step);
+  if (best_step <= 0 || !fs::exists(step_file) || !open_error(step_file).empty())
+    return error + "; the best step's file (" + step_file + ") is not kept or does not open either: left as it is";
+  const std::string aside = set_aside_unreadable(best);
+  replace_file_atomic(best, [&](const std::string& tmp) { fs::copy_file(step_file, tmp); });
+  return error + "; set aside as " + aside + " and copied again from " + step_file;
+}
+
 void CheckpointDir::save(int64_t step, const Checkpoint& ckpt, int64_t keep_last, bool is_best) {
   make_dirs(dir_);
   remove_stale_temp_files(dir_);

@@ -58,6 +58,13 @@ class CheckpointDir {
   std::optional<Readable> latest_readable(
       const std::function<void(const std::string& path, const std::string& error)>& skipped = nullptr) const;
 
+  // best.h5 is a byte copy of step_<best_step>.h5. When it does not open
+  // (damaged on disk) and that step file is still kept and opens, the damaged
+  // copy is set aside (best.h5.unreadable[.n]) and copied again. Returns what
+  // was found and done, for the log ("" when best.h5 opens or is absent);
+  // a best.h5 it cannot repair is left for the evaluation to report.
+  std::string repair_best(int64_t best_step) const;
+
   // Writes the checkpoint of `step`, then keeps only the newest `keep_last`
   // step files. With `is_best`, best.h5 is replaced by it too.
   void save(int64_t step, const Checkpoint& ckpt, int64_t keep_last, bool is_best = false);

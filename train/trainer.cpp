@@ -429,6 +429,10 @@ struct Trainer::Impl {
     }
     restore(mine ? *mine : core::read_checkpoint(path));
     spdlog::info("resumed from {} (step {}, epoch {})", path, step, sampler->state().epoch);
+    if (group.is_root()) {
+      const std::string best = ckpt.repair_best(best_step);
+      if (!best.empty()) spdlog::warn("the best checkpoint does not open: {}", best);
+    }
     return step;
   }
 

@@ -280,6 +280,32 @@ TEST_CASE("a checkpoint that does not read back is set aside and the one before 
   CHECK(fs::exists(dir.path_for_step(10) + ".unreadable"));
 }
 
+TEST_CASE("a damaged best.h5 is copied again from its step file while that is kept", "[core][checkpoint]") {
+  TempDir tmp;
+  CheckpointDir dir(tmp.path("ckpt"));
+  CHECK(dir.repair_best(20) == "");  // no best.h5 yet
+  for (int64_t s : {10, 20, 30}) {
+    Checkpoint c;
+    c.ints["step"] = s;
+    c.tensors["w"] = torch::full({64}, static_cast<double>(s));
+    dir.save(s, c, 2, /*is_best=*/s == 20);
+  }
+  const std::string best = dir.best_path(), step20 = read_text(dir.path_for_step(20));
+  CHECK(dir.repair_best(20) == "");  // it opens: nothing done
+  const std::string damaged = read_text(best).substr(0, 1000);
+  write_text(best, damaged);
+  const std::string done = dir.repair_best(20);
+  CHECK_THAT(done, Catch::Contains(best) && Catch::Contains("copied again from " + dir.path_for_step(20)));
+  CHECK(read_text(best) == step20);
+  CHECK(read_text(best + ".unreadable") == damaged);
+  CHECK(read_checkpoint(best).ints.at("step") == 20);
+  // The step file pruned: left as it is, and said so.
+  write_text(best, damaged);
+  fs::remove(dir.path_for_step(20));
+  CHECK_THAT(dir.repair_best(20), Catch::Contains("is not kept or does not open either"));
+  CHECK(read_text(best) == damaged);
+}
+
 TEST_CASE("atomic writes replace whole files and clean up on failure", "[core][fs]") {
   TempDir tmp;
   std::string p = tmp.path("f.txt");

@@ -146,6 +146,29 @@ TEST_CASE("a damaged newest checkpoint is set aside and the run resumes from the
   CHECK_THAT(log, Catch::Contains("resumed from " + ck.path_for_step(4)));
 }
 
+TEST_CASE("a damaged best.h5 is copied again from the best step's file at resume") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config();
+  REQUIRE(c.train.validate_every == 6);
+  const std::string dir = tmp.path("exp");
+  // Stopped at step 7: the validation at step 6 was the best so far.
+  REQUIRE(run_stopped_at(c, dir, 7).state == core::RunState::interrupted);
+  core::CheckpointDir ck(dir + "/ckpt");
+  REQUIRE(fs::exists(ck.path_for_step(6)));
+  const std::string best = ck.best_path();
+  REQUIRE(read_text(best) == read_text(ck.path_for_step(6)));
+  const std::string damaged = read_text(best).substr(0, 2000);
+  write_text(best, damaged);
+
+  train::RunResult r = run(c, dir);
+  INFO(r.error);
+  REQUIRE(r.state == core::RunState::completed);
+  CHECK(read_text(best + ".unreadable") == damaged);
+  CHECK_THAT(read_text(dir + "/log.txt"), Catch::Contains("the best checkpoint does not open: " + best) &&
+                                              Catch::Contains("copied again from " + ck.path_for_step(6)));
+  CHECK(core::read_checkpoint(best).ints.at("step") >= 6);
+}
+
 TEST_CASE("resume is exact after SIGKILL of `mambamt train` at a random moment", "[slow]") {
   TempDir tmp;
   const std::vector<std::pair<std::string, std::string>> over{
