@@ -88,6 +88,7 @@ std::string set_aside_unreadable(const std::string& path) {
   for (int n = 1; fs::exists(aside); ++n) aside = path + ".unreadable." + std::to_string(n);
   std::error_code ec;
   fs::rename(path, aside, ec);
+  if (ec && !fs::exists(path)) return "";
   if (ec) throw InputError(path + ": cannot rename it to " + aside + ": " + ec.message());
   return aside;
 }

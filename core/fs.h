@@ -32,8 +32,9 @@ void require_run_directory(const std::string& dir);
 
 // Renames a file that does not read back to <path>.unreadable (or
 // <path>.unreadable.<n> when that is taken), so that it is kept for a look but
-// no longer read; returns the new path. Throws InputError naming both if the
-// rename fails.
+// no longer read; returns the new path, or "" when the file is gone already
+// (another process repairing the same file beside this one moved it).
+// Throws InputError naming both if the rename fails otherwise.
 std::string set_aside_unreadable(const std::string& path);
 
 // Creates a directory and its parents (no error if it exists).

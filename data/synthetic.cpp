@@ -806,16 +806,9 @@ SyntheticCorpus ensure_synthetic(const SyntheticOptions& o, const std::string& d
     // Damaged on disk: the generator is a pure function of the options, so
     // generating again writes the same files. The damaged ones are kept.
     for (const std::string& path : damaged) {
-      std::string aside = "(missing)";
-      if (detail::file_exists(path)) {
-        try {
-          aside = core::set_aside_unreadable(path);
-        } catch (const InputError&) {
-          if (detail::file_exists(path)) throw;  // not moved by a process repairing it beside us
-        }
-      }
-      spdlog::warn("{}: damaged (its fingerprint differs from {}); set aside as {}: generating the corpus again",
-                   path, manifest, aside);
+      const std::string aside = core::set_aside_unreadable(path);
+      spdlog::warn("{}: missing or damaged (see the fingerprints in {}); {}: generating the corpus again", path,
+                   manifest, aside.empty() ? "no file to set aside" : "set aside as " + aside);
     }
   }
   // Racing writers produce identical files and rename them into place, and the

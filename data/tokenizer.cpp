@@ -223,16 +223,9 @@ Tokenizer Tokenizer::train_or_load(const Corpus& corpus, const TokenizerOptions&
       // Ours (tokenizer.txt matches) but damaged on disk: training again on
       // the same text with the same options writes the same bytes, so the
       // experiments that used it are unaffected. The damaged file is kept.
-      const std::string model = (base / kModelFile).string();
-      std::string aside = "(already moved by another process)";
-      try {
-        aside = core::set_aside_unreadable(model);
-      } catch (const InputError&) {
-        if (detail::file_exists(model)) throw;
-      }
-      spdlog::warn("{}; set aside as {}: training the tokenizer again (the same text and options give the "
-                   "same model)",
-                   e.what(), aside);
+      const std::string aside = core::set_aside_unreadable((base / kModelFile).string());
+      spdlog::warn("{}; {}: training the tokenizer again (the same text and options give the same model)",
+                   e.what(), aside.empty() ? "moved aside by another process" : "set aside as " + aside);
     }
   }
   return train(corpus, o, dir);

@@ -408,14 +408,15 @@ struct Trainer::Impl {
     std::string path;
     std::optional<core::Checkpoint> mine;
     if (group.is_root()) {
-      const bool had = ckpt.latest_step().has_value();
-      auto found = ckpt.latest_readable([](const std::string&, const std::string& error) {
+      bool skipped = false;
+      auto found = ckpt.latest_readable([&skipped](const std::string&, const std::string& error) {
+        skipped = true;
         spdlog::warn("a checkpoint does not read back: {}; trying the one before it", error);
       });
       if (found) {
         path = found->path;
         mine = std::move(found->checkpoint);
-      } else if (had) {
+      } else if (skipped) {
         spdlog::warn("no checkpoint in {} reads back: training starts again from step 0", ckpt.dir());
       }
     }

@@ -1,10 +1,14 @@
 // core/fs.h: which processes of this host count as alive (claims, running
-// stores and temporary files of dead writers depend on it).
+// stores and temporary files of dead writers depend on it), and setting
+// damaged files aside.
 #include <catch2/catch.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "core/fs.h"
+#include "test_util.h"
 
 using namespace mambamt;
 
@@ -26,4 +30,18 @@ TEST_CASE("process_alive: this process and its parent live, but not pid 0, a zom
   CHECK(::kill(child, 0) == 0);  // the zombie is still there
   ::waitpid(child, nullptr, 0);
   CHECK_FALSE(core::process_alive(child));  // reaped: gone
+}
+
+TEST_CASE("set_aside_unreadable keeps every damaged copy and tolerates a file already moved", "[core][fs]") {
+  TempDir tmp;
+  const std::string path = tmp.path("spm.model");
+  write_text(path, "first");
+  CHECK(core::set_aside_unreadable(path) == path + ".unreadable");
+  write_text(path, "second");
+  CHECK(core::set_aside_unreadable(path) == path + ".unreadable.1");
+  CHECK(read_text(path + ".unreadable") == "first");
+  CHECK(read_text(path + ".unreadable.1") == "second");
+  CHECK_FALSE(std::filesystem::exists(path));
+  // Gone already (another process repairing it moved it): nothing to do.
+  CHECK(core::set_aside_unreadable(path) == "");
 }
