@@ -111,6 +111,12 @@ void print_summary(const std::string& exp_dir) {
   show("efficiency/train_tokens_per_s", "training tokens/s", 1, 0);
 }
 
+// A --device value: auto, cpu or cuda, else a usage error.
+std::string device_value(const std::string& v) {
+  if (v != "auto" && v != "cpu" && v != "cuda") throw UsageError("--device " + v + ": use auto, cpu or cuda");
+  return v;
+}
+
 // Words after an option up to the next option.
 std::vector<std::string> values_after(const std::vector<std::string>& args, size_t& i) {
   std::vector<std::string> out;
@@ -154,9 +160,7 @@ Command train_command() {
             o.name = a.get("--name", stem);
             o.skip_evaluation = a.has("--no-eval");
             if (a.has("--device")) {
-              o.device = a.get("--device");
-              if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
-                throw UsageError("--device " + o.device + ": use auto, cpu or cuda");
+              o.device = device_value(a.get("--device"));
               core::select_device(o.device);  // no GPU for "cuda": refused before anything is written
             }
             core::install_stop_handlers(a.get("--signal", "USR2"));
@@ -245,7 +249,7 @@ Command eval_command() {
                 if (v.empty()) throw UsageError("--contrastive needs at least one file");
                 req.contrastive_files.insert(req.contrastive_files.end(), v.begin(), v.end());
               } else if (w == "--device") {
-                req.device = value(w);
+                req.device = device_value(value(w));
               } else if (w == "--threads") {
                 const std::string v = value(w);
                 try {
@@ -283,7 +287,7 @@ train::LoadedExperiment load_trained_experiment(const ParsedArgs& a) {
     which = train::Weights::kLatest;
   else if (w != "default")
     throw UsageError("--weights " + w + ": use default, best or latest");
-  return train::load_experiment(dir, a.get("--device", "auto"), which);
+  return train::load_experiment(dir, device_value(a.get("--device", "auto")), which);
 }
 
 Command translate_command() {

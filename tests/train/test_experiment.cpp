@@ -282,6 +282,15 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK_THAT(bad.output, Catch::Contains("no experiment store"));
   CommandResult usage = run_shell(mambamt_binary() + " eval --test x");
   CHECK(usage.code == 2);
+  // --device is checked alike by train, eval, translate and explain.
+  const std::vector<std::string> with_bad_device = {" eval --store " + dir + " --device tpu",
+                                                    " translate --store " + dir + " --device tpu < /dev/null"};
+  for (const std::string& cmd : with_bad_device) {
+    CommandResult dev = run_shell(mambamt_binary() + cmd);
+    INFO(cmd << "\n" << dev.output);
+    CHECK(dev.code == 2);
+    CHECK_THAT(dev.output, Catch::Contains("--device tpu: use auto, cpu or cuda"));
+  }
 }
 
 TEST_CASE("a windowed experiment decoding in context is scored over single sentences and translates documents") {
