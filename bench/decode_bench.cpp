@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -30,7 +31,9 @@ const char* const kDecodeBenchHelp =
     "tokens, batch 1 and 16, target lengths 256, 1024 and 4096: tokens/s, time per token at the end against "
     "the start of the output, decoder-state memory (KV cache against Mamba states), as ratios to the "
     "Transformer, next to the ratios predicted by the bytes each step reads (decoder weights once, every "
-    "cache and state of every sequence) at the copy bandwidth measured in the same run, and ('roof') the same "
+    "cache and state of every sequence) at the copy bandwidth measured while that length decodes (the median of "
+    "128 MiB copies timed before and between its turns, printed as GB/s: a shared machine's bandwidth moves "
+    "during a run), and ('roof') the same "
     "prediction with the weights' part of each step no shorter than its multiply-adds (2 x batch x weights) at "
     "the rate of the steps' own weight product, measured in the same run for each batch against a weight held "
     "in cache: with 16 rows a step's weight products can be bound by arithmetic, not by reading the weights. "
@@ -90,6 +93,47 @@ double multiply_add_rate(int64_t b, int64_t d, const torch::Device& device) {
   }
   return 2.0 * static_cast<double>(b * n * d) / best;
 }
+
+// The copy bandwidth while a length's windows decode: one timed copy of 128
+// MiB (four times this CPU's L3; ten copies queued back to back on a GPU)
+// before the first turn and after every turn, their median used for that
+// length's predictions. On these shared machines the bandwidth moved in steps
+// of up to 2x between and within runs (22, 31, 43 GB/s), so one figure
+// measured at the start of a two-minute run could be off for most of its rows
+// (the Transformer decoded 1.7x faster than such a figure allowed). A copy
+// between turns costs a few per cent of a turn at batch 16; the decoding
+// steps themselves evict the caches at every turn already.
+class CopyProbe {
+ public:
+  explicit CopyProbe(const torch::Device& device)
+      : device_(device), src_(torch::ones({32LL << 20}, torch::TensorOptions().device(device))),
+        dst_(torch::empty_like(src_)), copies_(device.is_cuda() ? 10 : 1) {
+    dst_.copy_(src_);
+    finish_queued(device_);
+  }
+  void sample() {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int c = 0; c < copies_; ++c) dst_.copy_(src_);
+    finish_queued(device_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies_;
+    samples_.push_back(2.0 * static_cast<double>(src_.nbytes()) / s);
+  }
+  // Bytes read + written per second: the median of the samples since clear().
+  double median() const {
+    std::vector<double> s = samples_;
+    std::sort(s.begin(), s.end());
+    const size_t n = s.size();
+    return n == 0 ? std::nan("") : n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  }
+  size_t count() const { return samples_.size(); }
+  void clear() { samples_.clear(); }
+
+ private:
+  torch::Device device_;
+  torch::Tensor src_, dst_;
+  int copies_;
+  std::vector<double> samples_;
+};
 
 // Bytes of the decoder weights a step reads: float32 parameters, or under
 // --bf16 their bf16 copies (autocast casts each weight once and keeps the copy).
@@ -217,6 +261,7 @@ struct Result {
   double window_tok_s = 0;           // --full: the window estimate, beside the all-steps figure
   models::StateBytes state;          // after the last token
   double setup_s = 0;                // encode / prefill time spent on the row
+  double bandwidth = 0;              // copy bandwidth the predictions use (CopyProbe), bytes/s
 };
 
 std::string mb(int64_t bytes) { return fmt("%.1f", static_cast<double>(bytes) / (1 << 20)); }
@@ -226,7 +271,8 @@ struct Printer {
   bool full;
   void header() const {
     out << "model        target   tok/s  pred tok/s | x transf  pred  meas/pred | roof tok/s  roof  meas/roof | "
-           "ms/token start     mid     end  end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s"
+           "ms/token start     mid     end  end/start  pred |  KV MB  Mamba MB  cross MB  state x transf | setup s | "
+           "GB/s"
         << (full ? "  window tok/s" : "") << "\n";
     out.flush();
   }
@@ -242,12 +288,12 @@ struct Printer {
     char line[512];
     std::snprintf(line, sizeof line,
                   "%-12s %6lld %7.0f %11.0f | %8.2f %5.2f %10.2f | %10.0f %5.2f %10.2f | %14.3f %7.3f %7.3f %10.2f "
-                  "%5.2f | %6s %9s %9s %15s | %7.1f",
+                  "%5.2f | %6s %9s %9s %15s | %7.1f | %4.1f",
                   kind.c_str(), static_cast<long long>(len), r.tok_s, r.pred_tok_s, ratio, pred, ratio / pred,
                   r.roof_tok_s, roof, ratio / roof, start_ms, mid_ms, end_ms, end_ms / start_ms,
                   r.end.bytes / r.start.bytes,
                   mb(r.state.kv_cache).c_str(), mb(r.state.mamba).c_str(), mb(r.state.cross_kv).c_str(),
-                  state_x.c_str(), r.setup_s);
+                  state_x.c_str(), r.setup_s, r.bandwidth / 1e9);
     out << line;
     if (full) out << fmt(" %13.0f", r.window_tok_s);
     out << "\n";
@@ -319,7 +365,8 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     ms.back()->to(device);
   }
   const std::string load = load_average();
-  const double bw = copy_bandwidth(device);
+  const double bw_start = copy_bandwidth(device);
+  CopyProbe probe(device);
   // --bf16: everything after this in one autocast region, as evaluation on a
   // GPU runs (train::AutocastGuard).
   std::optional<core::Bf16Autocast> region;
@@ -330,7 +377,9 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
   for (size_t k = 0; k < kinds.size(); ++k)
     out << "  " << kinds[k] << ": " << fmt("%.1f", ms[k]->parameter_count() / 1e6) << "M parameters, "
         << fmt("%.1f", ms[k]->decoder_parameter_count() / 1e6) << "M read per step\n";
-  out << "copy bandwidth: " << fmt("%.2f", bw / 1e9) << " GB/s (read + written, 256 MiB copies, best of 5)\n";
+  out << "copy bandwidth: " << fmt("%.2f", bw_start / 1e9)
+      << " GB/s at the start (read + written, 256 MiB copies, best of 5); the predictions of each length use the "
+         "median of 128 MiB copies timed before and between its turns (column GB/s)\n";
   if (device.is_cuda() && !graphs)
     out << "on a GPU a step is hundreds of kernel launches queued by this thread: where a step's bytes take "
            "microseconds the launches, not the bytes, set its time (--graphs replays them from CUDA graphs)\n";
@@ -386,26 +435,27 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
     // The roofline time of `steps` steps of model k reading `bytes` in all:
     // each step's weights take the longer of reading them and their
     // multiply-adds; the caches and states are read (and written) at bw.
-    auto roof_s = [&](size_t k, double bytes, double steps) {
+    auto roof_s = [&](size_t k, double bytes, double steps, double bw) {
       const double wb = weight_bytes_of(*ms[k], bf16);  // one multiply-add per weight and row
       const double weights = static_cast<double>(ms[k]->decoder_parameter_count());
       const double per_step = std::max(wb / bw, 2.0 * static_cast<double>(b) * weights / rate[k]);
       return steps * per_step + (bytes - steps * wb) / bw;
     };
-    auto finish = [&](Result& r, size_t k, int64_t len, const Trace* all) {
+    auto finish = [&](Result& r, size_t k, int64_t len, const Trace* all, double bw) {
+      r.bandwidth = bw;
       const double mean_s = simpson(r.start.step_s, r.mid.step_s, r.end.step_s);
       const double mean_bytes = simpson(r.start.bytes, r.mid.bytes, r.end.bytes);
       r.window_tok_s = static_cast<double>(b) / mean_s;
       r.tok_s = r.window_tok_s;
       r.pred_tok_s = static_cast<double>(b) / (mean_bytes / bw);
-      r.roof_tok_s = static_cast<double>(b) / roof_s(k, mean_bytes, 1);
+      r.roof_tok_s = static_cast<double>(b) / roof_s(k, mean_bytes, 1, bw);
       if (all) {
         // Every step of the output: its real tokens/s and bytes.
         double s = 0, bytes = 0;
         for (int64_t t = 0; t < len; ++t) s += all->step_s[t], bytes += all->bytes[t];
         r.tok_s = static_cast<double>(b * len) / s;
         r.pred_tok_s = static_cast<double>(b * len) / (bytes / bw);
-        r.roof_tok_s = static_cast<double>(b * len) / roof_s(k, bytes, static_cast<double>(len));
+        r.roof_tok_s = static_cast<double>(b * len) / roof_s(k, bytes, static_cast<double>(len), bw);
       }
     };
     auto decoding = [&](size_t k) {
@@ -427,7 +477,10 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
       }
       if (graphs) use_graphs(ds);
       size_t next = 0;  // the next length to print
+      probe.clear();
+      probe.sample();
       decode_in_turns(ds, max_len, turn, lengths, [&](int64_t done) {
+        probe.sample();
         for (; next < lengths.size() && lengths[next] <= done; ++next) {
           const int64_t len = lengths[next];
           for (size_t k = 0; k < kinds.size(); ++k) {
@@ -438,7 +491,7 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
             r.end = window(tr, len - w, w);
             r.state = tr.state_at.at(len);
             r.setup_s = setup[k];
-            finish(r, k, len, &tr);
+            finish(r, k, len, &tr, probe.median());
             results[k][len] = r;
             print.row(kinds[k], len, b, r, results[0].at(len));
           }
@@ -469,14 +522,16 @@ int run_decode_bench(const std::vector<std::string>& args, std::ostream& out) {
             rs[k].setup_s += since(t0);
           }
         if (graphs) use_graphs(ds);
-        decode_in_turns(ds, warm + w, turn);
+        probe.clear();
+        probe.sample();
+        decode_in_turns(ds, warm + w, turn, {}, [&](int64_t) { probe.sample(); });
         for (size_t k = 0; k < kinds.size(); ++k) {
           Result& r = rs[k];
           r.start = window(ds[3 * k].trace, warm, w);
           r.mid = window(ds[3 * k + 1].trace, warm, w);
           r.end = window(ds[3 * k + 2].trace, warm, w);
           r.state = ds[3 * k + 2].state.bytes();  // after the output's last token
-          finish(r, k, len, nullptr);
+          finish(r, k, len, nullptr, probe.median());
           results[k][len] = r;
           print.row(kinds[k], len, b, r, results[0].at(len));
         }

@@ -52,9 +52,9 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
       CHECK(out.find("\ntotal ") != std::string::npos);
       for (int target : {24, 48}) {
         // tok/s, pred, x transf, pred, meas/pred, roof tok/s, roof, meas/roof, start, mid, end, end/start, pred,
-        // KV, Mamba, cross, state x, setup
+        // KV, Mamba, cross, state x, setup, GB/s
         const std::vector<double> t = row(out, "transformer", target);
-        REQUIRE(t.size() == (full ? 19u : 18u));
+        REQUIRE(t.size() == (full ? 20u : 19u));
         CHECK(t[2] == 1.0);
         CHECK(t[3] == 1.0);
         CHECK(t[6] == 1.0);
@@ -63,7 +63,9 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
         for (const std::string model : {"transformer", "hybrid", "mamba"}) {
           const std::vector<double> r = row(out, model, target);
           REQUIRE(r.size() == t.size());
-          for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16}) CHECK(r[i] > 0);
+          for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 18}) CHECK(r[i] > 0);
+          // Every model of a length is predicted at the same bandwidth, the one printed.
+          CHECK(r[18] == t[18]);
           // The roofline adds the multiply-adds' bound to the bytes' one: never faster than the bytes allow.
           CHECK(r[5] <= r[1] * (1 + 1e-9));
           if (model == "mamba") CHECK(r[13] == 0.0);  // no KV cache
@@ -76,7 +78,7 @@ TEST_CASE("bench decode prints a row per model and length with sane values", "[b
 // --bf16: the whole benchmark in one bf16 autocast region, as evaluation on a
 // GPU runs; the predictions count the weights' cached bf16 copies, 2 bytes
 // each. The pure Mamba's step bytes (its weights, almost all of them; from
-// each run's tok/s prediction and copy bandwidth) halve.
+// each row's tok/s prediction and copy bandwidth) halve.
 TEST_CASE("bench decode --bf16 runs under autocast and counts 2 bytes per weight", "[bench]") {
   const std::vector<std::string> args{"--quick", "--batch", "2", "--lengths", "24", "--threads", "1", "--device", "cpu"};
   std::vector<std::string> with = args;
@@ -85,11 +87,10 @@ TEST_CASE("bench decode --bf16 runs under autocast and counts 2 bytes per weight
   INFO(bf);
   CHECK(f32.find("\nprecision: float32\n") != std::string::npos);
   CHECK(bf.find("\nprecision: bf16 autocast") != std::string::npos);
-  // Bytes a step reads: B x bandwidth / predicted tokens/s.
+  // Bytes a step reads: B x the row's bandwidth / its predicted tokens/s.
   auto step_bytes = [](const std::string& out) {
-    std::smatch m;
-    REQUIRE(std::regex_search(out, m, std::regex("\ncopy bandwidth: ([0-9.]+) GB/s")));
-    return 2 * std::stod(m[1].str()) * 1e9 / row(out, "mamba", 24).at(1);
+    const std::vector<double> r = row(out, "mamba", 24);
+    return 2 * r.at(18) * 1e9 / r.at(1);
   };
   const double ratio = step_bytes(bf) / step_bytes(f32);
   CHECK(ratio > 0.45);
