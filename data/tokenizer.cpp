@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -84,6 +85,41 @@ std::pair<std::string, std::string> split_info(const std::string& info) {
   const size_t from = at + 1 + std::string(kModelFingerprint).size();
   const size_t end = info.find('\n', from);
   return {info.substr(0, at + 1), info.substr(from, end == std::string::npos ? std::string::npos : end - from)};
+}
+
+// "key = value" lines of tokenizer.txt, by key.
+std::map<std::string, std::string> info_values(const std::string& info) {
+  std::map<std::string, std::string> v;
+  std::istringstream in(info);
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find(" = ");
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    v[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return v;
+}
+
+// Why a directory's tokenizer.txt (`have`) is not the one these options and
+// this text would write (`want`): the values that differ, and what to do.
+std::string mismatch(const std::string& have, const std::string& want) {
+  const auto h = info_values(have), w = info_values(want);
+  std::string options, text;
+  for (const auto& [key, value] : w) {
+    const auto it = h.find(key);
+    const std::string there = it == h.end() ? "(none)" : it->second;
+    if (there == value) continue;
+    const bool of_text = key == "training_sentences" || key == "text_fingerprint";
+    std::string& out = of_text ? text : options;
+    out += (out.empty() ? "" : "; ") + key + " = " + there + " there, " + value + " now";
+  }
+  if (!options.empty())
+    return "the tokenizer here was trained with other options (" + options +
+           "); use another directory for these, or delete this one to retrain if nothing uses it";
+  return "the tokenizer here was trained on other text: the training corpus has changed since (" +
+         (text.empty() ? std::string("tokenizer.txt differs") : text) +
+         "); experiments that used this tokenizer were trained on the text it was trained on. Restore that "
+         "text, or train on the new one in another directory (a new sweep); delete this one to retrain only if "
+         "nothing uses it";
 }
 
 void check_options(const TokenizerOptions& o) {
@@ -212,11 +248,8 @@ Tokenizer Tokenizer::train_or_load(const Corpus& corpus, const TokenizerOptions&
                                "missing: this tokenizer was not trained by mambamt; load it as it is "
                                "(data.tokenizer_dir) or delete the directory to retrain"));
     }
-    if (split_info(detail::read_file(info_path)).first != want) {
-      throw InputError(located(info_path, 0, 0,
-                               "the tokenizer here was trained with other options or on other text; "
-                               "delete the directory to retrain, or use another one"));
-    }
+    const std::string have = split_info(detail::read_file(info_path)).first;
+    if (have != want) throw InputError(located(info_path, 0, 0, mismatch(have, want)));
     try {
       return load(dir);
     } catch (const InputError& e) {

@@ -139,11 +139,18 @@ TEST_CASE("train_or_load reuses a directory and refuses a different one") {
   other.vocab_size = 300;
   const std::string before = slurp(d.path("tok/spm.model"));
   CHECK_THAT(input_error([&] { Tokenizer::train_or_load(training_corpus(), other, d.path("tok")); }),
-             Contains(d.path("tok/tokenizer.txt")) && Contains("other options"));
+             Contains(d.path("tok/tokenizer.txt")) && Contains("other options") &&
+                 Contains("vocab_size = 400 there, 300 now"));
+  // The training text changed (one sentence edited, then one dropped): said as such, with what differs.
   Corpus changed = training_corpus();
   changed.documents[0].sentences[0].src += " extra";
+  const std::string edited = input_error([&] { Tokenizer::train_or_load(changed, options(), d.path("tok")); });
+  CHECK_THAT(edited, Contains("other text") && Contains("text_fingerprint = ") && !Contains("training_sentences") &&
+                         !Contains("other options"));
+  changed.documents[0].sentences.pop_back();
+  const int64_t n = 2 * training_corpus().num_sentences();
   CHECK_THAT(input_error([&] { Tokenizer::train_or_load(changed, options(), d.path("tok")); }),
-             Contains("other text"));
+             Contains("training_sentences = " + std::to_string(n) + " there, " + std::to_string(n - 2) + " now"));
   CHECK(slurp(d.path("tok/spm.model")) == before);  // nothing changed on disk
 }
 
