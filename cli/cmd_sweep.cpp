@@ -125,14 +125,15 @@ Command prepare_command() {
   spec.summary = "prepare a grid's corpora and tokenizers ahead of its sweep, and check its data files";
   spec.positionals = {"GRID"};
   spec.description =
-      "Prepares every distinct data setup of the grid's points (their [data] and [eval] sections) in the\n"
-      "run directory, as each experiment would at its start: generates the synthetic corpus, trains the\n"
-      "tokenizer, and reads and tokenizes the training, validation, test and contrastive sets. The\n"
-      "sweep's workers then find the corpus and tokenizer instead of building them, and a missing\n"
-      "file or a malformed line is reported here (file and line) rather than on the cluster. Run it\n"
-      "where the sweep will run from (relative paths) or on a machine sharing its filesystem, e.g. a\n"
-      "login node before `sbatch`. The grid is not frozen and no store is written; a second run finds\n"
-      "everything and only checks the files again.\n\n"
+      "Prepares every distinct data setup of the grid's points (their [data] section but CAT-N and\n"
+      "max_tokens, and eval.doc_decode and eval.max_examples: points differing in the model, the training,\n"
+      "CAT-N or the decoding share one) in the run directory, as each experiment would at its start:\n"
+      "generates the synthetic corpus, trains the tokenizer, and reads and tokenizes the training,\n"
+      "validation, test and contrastive sets. The sweep's workers then find the corpus and tokenizer\n"
+      "instead of building them, and a missing file or a malformed line is reported here (file and line)\n"
+      "rather than on the cluster. Run it where the sweep will run from (relative paths) or on a machine\n"
+      "sharing its filesystem, e.g. a login node before `sbatch`. The grid is not frozen and no store is\n"
+      "written; a second run finds everything and only checks the files again.\n\n"
       "exit codes: 0 every data setup prepared; 1 a setup failed (its points would fail at their start); 2 usage.";
   return {spec, [](const ParsedArgs& a) {
             const std::string& file = a.positional[0];

@@ -17,12 +17,21 @@ namespace fs = std::filesystem;
 namespace mambamt::orchestrator {
 namespace {
 
-// The data setup of a point: its [data] and [eval] sections (what
-// prepare_data reads), model and training left at their defaults.
+// The data setup of a point: the fields prepare_data reads, everything else
+// at its default. Of [data] all but those applied while training (CAT-N and
+// the batch's token budget), of [eval] the two that shape the test sets; so
+// points that differ in model, training, CAT-N or decoding share a setup. A
+// field missed here costs nothing but a report: the experiments prepare
+// their data themselves at their start.
 std::string setup_key(const core::ExperimentConfig& c) {
+  const core::ExperimentConfig defaults;
   core::ExperimentConfig k;
   k.data = c.data;
-  k.eval = c.eval;
+  k.data.cat_n = defaults.data.cat_n;
+  k.data.cat_prob = defaults.data.cat_prob;
+  k.data.max_tokens = defaults.data.max_tokens;
+  k.eval.doc_decode = c.eval.doc_decode;
+  k.eval.max_examples = c.eval.max_examples;
   return k.id();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // `mambamt prepare GRID`: the data of a grid made ready in its run directory
 // before the sweep runs, on a login node or any machine that shares the
-// filesystem. Every distinct data setup of the grid's points (the points'
-// [data] and [eval] sections; points that differ only in the model or the
-// training share one) is prepared once with train::prepare_data, as an
+// filesystem. Every distinct data setup of the grid's points (the fields of
+// their [data] and [eval] sections that prepare_data reads; points that
+// differ only in the model, the training, CAT-N or the decoding share one) is
+// prepared once with train::prepare_data, as an
 // experiment does at its start: the synthetic corpus is generated and the
 // tokenizer trained into the run directory's shared folders (keyed as
 // train/prepare.h says, so the sweep's workers find them instead of building
@@ -21,7 +22,7 @@ namespace mambamt::orchestrator {
 
 // One distinct data setup and what preparing it found.
 struct DataSetup {
-  std::string key;                  // short hash of the setup (the points' [data] and [eval])
+  std::string key;                  // short hash of the setup (the fields prepare_data reads)
   std::vector<std::string> points;  // the labels of the points that use it, in grid order
   std::string tokenizer_dir;        // where the tokenizer is (trained now or found)
   std::string corpus_dir;           // the synthetic corpus ("" for corpora read from files)

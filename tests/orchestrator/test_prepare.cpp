@@ -19,8 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A tiny synthetic-corpus grid in `dir`: two tokenizer sizes x two state
-// sizes (2 data setups of 2 points each) and a variant whose config is invalid.
+// A tiny synthetic-corpus grid in `dir`: two tokenizer sizes x CAT-N 1 and 3
+// (2 data setups of 2 points each: CAT-N is applied while training, so it
+// changes no prepared data) and a variant whose config is invalid.
 std::string synthetic_grid(const std::string& dir) {
   return R"([sweep]
 name = "prep"
@@ -40,7 +41,7 @@ data.synthetic.entities = 10
 
 [grid]
 data.vocab_size = [100, 120]
-model.d_state = [8, 16]
+data.cat_n = [1, 3]
 
 [[variant]]
 name = "too few decoder layers"
