@@ -187,6 +187,8 @@ TEST_CASE("the real sweep under sbatch runs a tiny grid to the end and the chain
                        s.tmp.path("sweep.out"));
   INFO(r.output);
   REQUIRE(r.code == 0);
+  // The grid's data was prepared here before the submission.
+  CHECK(r.output.find("1 of 1 data setups prepared") != std::string::npos);
   std::smatch m;
   REQUIRE(std::regex_search(r.output, m, std::regex(R"(sweep (\d+)\ncollect (\d+)\n)")));
   const std::string sweep = cancel.add(m[1].str()), collect = cancel.add(m[2].str());
@@ -275,6 +277,24 @@ double tiny_steps_per_second(const Cluster& c) {
 }
 
 }  // namespace
+
+// A grid whose variant names a test set that is not there: submit_sweep.sh's
+// `mambamt prepare` reports it and nothing reaches the queue.
+TEST_CASE("submit_sweep.sh submits nothing when the grid's data does not prepare", "[slurm]") {
+  const Cluster& c = Cluster::get();
+  TinySweep s("[[variant]]\nname = \"bad test set\"\ndata.test = [\"missing.tsv\"]\n", "", 4, 100, 1);
+  const auto r = c.run("cd " + s.tmp.dir() + " && MAMBAMT_BIN=" + shell_quote(mambamt_binary()) + " " + source_dir() +
+                       "/jobs/submit_sweep.sh grid.toml");
+  INFO(r.output);
+  CHECK(r.code == 1);
+  CHECK(r.output.find("missing.tsv") != std::string::npos);
+  CHECK(r.output.find("1 of 2 data setups prepared") != std::string::npos);
+  CHECK(r.output.find("nothing submitted") != std::string::npos);
+  CHECK(r.output.find("\nsweep ") == std::string::npos);
+  // No job runs or waits in this directory.
+  const auto q = c.run("squeue -h -o %Z");
+  CHECK(q.output.find(s.tmp.dir()) == std::string::npos);
+}
 
 TEST_CASE("the real sweep under a time limit shorter than the sweep: signal, checkpoint, requeue, every experiment "
           "completed once",
