@@ -57,21 +57,41 @@ void finish_queued(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? -1 : device.index());
 }
 
+struct CopyLoop::Buffers {
+  torch::Device device;
+  torch::Tensor src, dst;
+  int copies;
+};
+
+CopyLoop::CopyLoop(const torch::Device& device, int64_t bytes)
+    : buffers_(new Buffers{device, torch::ones({bytes / 4}, torch::TensorOptions().device(device)), {},
+                           device.is_cuda() ? 10 : 1}) {
+  buffers_->dst = torch::empty_like(buffers_->src);
+  run();  // first touch: the pages are mapped before anything is timed
+}
+
+CopyLoop::~CopyLoop() = default;
+
+void CopyLoop::run() const {
+  for (int c = 0; c < buffers_->copies; ++c) buffers_->dst.copy_(buffers_->src);
+  finish_queued(buffers_->device);
+}
+
+double CopyLoop::bandwidth(double seconds) const {
+  return 2.0 * static_cast<double>(buffers_->src.nbytes()) * buffers_->copies / seconds;
+}
+
+double CopyLoop::sample() const {
+  const auto t0 = std::chrono::steady_clock::now();
+  run();
+  return bandwidth(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
 double copy_bandwidth(const torch::Device& device) {
-  const int64_t n = 64LL << 20;  // 256 MiB of float32
-  const auto o = torch::TensorOptions().device(device);
-  torch::Tensor src = torch::ones({n}, o), dst = torch::empty({n}, o);
-  const int copies = device.is_cuda() ? 10 : 1;
-  dst.copy_(src);
-  finish_queued(device);
-  double best = 1e300;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int c = 0; c < copies; ++c) dst.copy_(src);
-    finish_queued(device);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies);
-  }
-  return 2.0 * static_cast<double>(n) * 4.0 / best;
+  const CopyLoop copy(device, 256LL << 20);
+  double best = 0;
+  for (int r = 0; r < 5; ++r) best = std::max(best, copy.sample());
+  return best;
 }
 
 std::shared_ptr<models::TranslationModel> preset_model(const std::string& kind, const std::string& preset,

@@ -43,10 +43,32 @@ std::string load_average();
 // that a clock read afterwards includes it; nothing on the CPU.
 void finish_queued(const c10::Device& device);
 
-// Copy bandwidth (bytes read + written per second) of a copy far larger than
-// the caches, best of 5: the rate a memory-bound op can stream at. On a GPU
-// each round times 10 device-to-device copies back to back (one 256 MiB copy
-// takes well under a millisecond there).
+// A copy between two buffers far larger than the caches, made once, to be
+// timed beside the work whose bytes it prices: on these shared machines the
+// copy bandwidth moved in steps of up to 2x between runs and within one (22,
+// 31, 43 GB/s), so a bandwidth is measured in the same rounds as the timings
+// it is compared with. On a GPU a run is 10 device-to-device copies queued
+// back to back (one 256 MiB copy takes well under a millisecond there).
+class CopyLoop {
+ public:
+  CopyLoop(const c10::Device& device, int64_t bytes);
+  ~CopyLoop();
+  CopyLoop(const CopyLoop&) = delete;
+  CopyLoop& operator=(const CopyLoop&) = delete;
+  // The copies, finished on the device.
+  void run() const;
+  // Bytes read + written per second of a run() that took `seconds`.
+  double bandwidth(double seconds) const;
+  // run() timed once: its bandwidth.
+  double sample() const;
+
+ private:
+  struct Buffers;
+  std::unique_ptr<Buffers> buffers_;
+};
+
+// Copy bandwidth (bytes read + written per second) of a 256 MiB CopyLoop,
+// best of 5: the rate a memory-bound op can stream at.
 double copy_bandwidth(const c10::Device& device);
 
 // A model of `kind` at size `preset` (dropout 0, initialised from seed 1, so

@@ -94,30 +94,17 @@ double multiply_add_rate(int64_t b, int64_t d, const torch::Device& device) {
   return 2.0 * static_cast<double>(b * n * d) / best;
 }
 
-// The copy bandwidth while a length's windows decode: one timed copy of 128
-// MiB (four times this CPU's L3; ten copies queued back to back on a GPU)
-// before the first turn and after every turn, their median used for that
-// length's predictions. On these shared machines the bandwidth moved in steps
-// of up to 2x between and within runs (22, 31, 43 GB/s), so one figure
-// measured at the start of a two-minute run could be off for most of its rows
-// (the Transformer decoded 1.7x faster than such a figure allowed). A copy
-// between turns costs a few per cent of a turn at batch 16; the decoding
-// steps themselves evict the caches at every turn already.
+// The copy bandwidth while a length's windows decode: a 128 MiB CopyLoop
+// (four times this CPU's L3) run before the first turn and after every turn,
+// the median of those samples used for that length's predictions (one figure
+// from the start of a two-minute run was off by up to 2x for most of its
+// rows: the Transformer decoded 1.7x faster than it allowed). A copy between
+// turns costs a few per cent of a turn at batch 16; the decoding steps
+// themselves evict the caches at every turn already.
 class CopyProbe {
  public:
-  explicit CopyProbe(const torch::Device& device)
-      : device_(device), src_(torch::ones({32LL << 20}, torch::TensorOptions().device(device))),
-        dst_(torch::empty_like(src_)), copies_(device.is_cuda() ? 10 : 1) {
-    dst_.copy_(src_);
-    finish_queued(device_);
-  }
-  void sample() {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int c = 0; c < copies_; ++c) dst_.copy_(src_);
-    finish_queued(device_);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / copies_;
-    samples_.push_back(2.0 * static_cast<double>(src_.nbytes()) / s);
-  }
+  explicit CopyProbe(const torch::Device& device) : copy_(device, 128LL << 20) {}
+  void sample() { samples_.push_back(copy_.sample()); }
   // Bytes read + written per second: the median of the samples since clear().
   double median() const {
     std::vector<double> s = samples_;
@@ -125,13 +112,10 @@ class CopyProbe {
     const size_t n = s.size();
     return n == 0 ? std::nan("") : n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
   }
-  size_t count() const { return samples_.size(); }
   void clear() { samples_.clear(); }
 
  private:
-  torch::Device device_;
-  torch::Tensor src_, dst_;
-  int copies_;
+  CopyLoop copy_;
   std::vector<double> samples_;
 };
 

@@ -29,8 +29,9 @@ const char* const kKernelsBenchHelp =
     "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run, and (a)'s floor: its "
     "inputs read once and its outputs written once at the copy bandwidth measured in the same run "
     "(forward+backward: the inputs read twice, y written, dy read and a gradient of every input "
-    "written). (a), (b) and an sgemm run in R interleaved rounds per row, so that a machine whose "
-    "speed drifts slows them alike, and the row's % sgemm is against the sgemm of its own rounds. "
+    "written). (a), (b), an sgemm and a 128 MiB copy run in R interleaved rounds per row, so that a "
+    "machine whose speed drifts slows them alike: the row's % sgemm is against the sgemm of its own "
+    "rounds and its floor at the copy bandwidth of its own rounds (column copy GB/s). "
     "(c) is skipped where it would take minutes or too much memory. Options: --quick (SSD at "
     "L=1024,256 with N=64, on a GPU L=4096,1024; Mamba-1 at L=1024 with N=16,64; 1 to 5 minutes on "
     "2 cores, most of it in (c)), --lengths LIST and --dstates LIST (every L with every N, for both "
@@ -105,8 +106,8 @@ struct Setup {
   torch::Device device;
   int repeat;
   bool quick;
-  double bandwidth;  // copy bandwidth, bytes read + written per second
   const Sgemm& gemm;
+  const CopyLoop& copy;  // timed in every row's rounds: the row's copy bandwidth
 };
 
 struct Row {
@@ -115,7 +116,8 @@ struct Row {
   std::string op, shape, pass;
   double a = kNaN, b = kNaN, c = kNaN;  // seconds
   double gemm = kNaN;                   // sgemm GFLOP/s in the rounds that timed a (and b)
-  double floor = kNaN;                  // (a)'s bytes at the copy bandwidth, seconds
+  double bandwidth = kNaN;              // copy bandwidth in those rounds, bytes read + written per second
+  double floor = kNaN;                  // (a)'s bytes at that bandwidth, seconds
   double flops = 0;
   std::string note;
 };
@@ -181,8 +183,8 @@ int64_t best_chunk(SsdFn f, int repeat, const torch::Device& device) {
   return best;
 }
 
-// Seconds to read `in` bytes once and write `out` bytes once at the copy bandwidth.
-double floor_of(double in, double out, const Setup& s) { return (in + out) / s.bandwidth; }
+// Seconds to read `in` bytes once and write `out` bytes once at the row's copy bandwidth.
+void set_floor(Row& r, double in, double out) { r.floor = (in + out) / r.bandwidth; }
 
 // chunk_a: the CUDA kernel's chunk length (the CPU kernel blocks on its own);
 // chunk_b: (b)'s.
@@ -204,15 +206,15 @@ void bench_ssd(int64_t L, int64_t N, int64_t chunk_a, int64_t chunk_b, const Set
   const double in = pr.input_bytes(), out = pr.output_bytes();
   Row f{"ssd", shape, "fwd"};
   f.flops = 4 * elems;
-  f.floor = floor_of(in, out, s);
   pr.forward(kn::ssd_scan, chunk_a);  // warm-up
   if (s.device.is_cuda()) pr.forward(kn::reference::ssd_scan_chunked, chunk_b);
   {
     const auto t = best_interleaved(s.device, repeat, {[&] { pr.forward(kn::ssd_scan, chunk_a); },
                                                        [&] { pr.forward(kn::reference::ssd_scan_chunked, chunk_b); },
-                                                       [&] { gemm.run(); }});
-    f.a = t[0], f.b = t[1], f.gemm = gemm.gflops(t[2]);
+                                                       [&] { gemm.run(); }, [&] { s.copy.run(); }});
+    f.a = t[0], f.b = t[1], f.gemm = gemm.gflops(t[2]), f.bandwidth = s.copy.bandwidth(t[3]);
   }
+  set_floor(f, in, out);
   if (c_fwd) f.c = best_of(s.device, rc, [&] { pr.forward(kn::reference::ssd_scan, chunk_b); });
   {
     torch::Tensor ya = pr.forward(kn::ssd_scan, chunk_a), yb = pr.forward(kn::reference::ssd_scan_chunked, chunk_b);
@@ -223,16 +225,16 @@ void bench_ssd(int64_t L, int64_t N, int64_t chunk_a, int64_t chunk_b, const Set
 
   Row fb{"ssd", shape, "fwd+bwd"};
   fb.flops = 16 * elems;
-  fb.floor = floor_of(2 * in + out, out + in, s);
   pr.forward_backward(kn::ssd_scan, chunk_a);
   if (s.device.is_cuda()) pr.forward_backward(kn::reference::ssd_scan_chunked, chunk_b);
   {
     const auto t =
         best_interleaved(s.device, repeat, {[&] { pr.forward_backward(kn::ssd_scan, chunk_a); },
                                             [&] { pr.forward_backward(kn::reference::ssd_scan_chunked, chunk_b); },
-                                            [&] { gemm.run(); }});
-    fb.a = t[0], fb.b = t[1], fb.gemm = gemm.gflops(t[2]);
+                                            [&] { gemm.run(); }, [&] { s.copy.run(); }});
+    fb.a = t[0], fb.b = t[1], fb.gemm = gemm.gflops(t[2]), fb.bandwidth = s.copy.bandwidth(t[3]);
   }
+  set_floor(fb, 2 * in + out, out + in);
   if (c_bwd) fb.c = best_of(s.device, rc, [&] { pr.forward_backward(kn::reference::ssd_scan, chunk_b); });
   else fb.note = "(c) skipped (autograd would keep " + fmt("%.0f", c_bwd_bytes / 1e9) + " GB of states)";
   rows.push_back(fb);
@@ -278,12 +280,13 @@ void bench_scan(int64_t L, int64_t N, const Setup& s, std::vector<Row>& rows) {
   const bool c_fwd = L <= (quick ? 1024 : 4096), c_bwd = L * N <= 1024 * 16;
   Row f{"mamba1", shape, "fwd"};
   f.flops = 4 * elems;
-  f.floor = floor_of(in, out, s);
   fwd(kn::selective_scan);
   {
-    const auto t = best_interleaved(dev, repeat, {[&] { fwd(kn::selective_scan); }, [&] { gemm.run(); }});
-    f.a = t[0], f.gemm = gemm.gflops(t[1]);
+    const auto t = best_interleaved(
+        dev, repeat, {[&] { fwd(kn::selective_scan); }, [&] { gemm.run(); }, [&] { s.copy.run(); }});
+    f.a = t[0], f.gemm = gemm.gflops(t[1]), f.bandwidth = s.copy.bandwidth(t[2]);
   }
+  set_floor(f, in, out);
   if (c_fwd) f.c = best_of(dev, rc, [&] { fwd(kn::reference::selective_scan); });
   {
     torch::Tensor ya = fwd(kn::selective_scan), yc = fwd(kn::reference::selective_scan);
@@ -292,12 +295,13 @@ void bench_scan(int64_t L, int64_t N, const Setup& s, std::vector<Row>& rows) {
   rows.push_back(f);
   Row fb{"mamba1", shape, "fwd+bwd"};
   fb.flops = 16 * elems;
-  fb.floor = floor_of(2 * in + out, out + in, s);
   fwdbwd(kn::selective_scan);
   {
-    const auto t = best_interleaved(dev, repeat, {[&] { fwdbwd(kn::selective_scan); }, [&] { gemm.run(); }});
-    fb.a = t[0], fb.gemm = gemm.gflops(t[1]);
+    const auto t = best_interleaved(
+        dev, repeat, {[&] { fwdbwd(kn::selective_scan); }, [&] { gemm.run(); }, [&] { s.copy.run(); }});
+    fb.a = t[0], fb.gemm = gemm.gflops(t[1]), fb.bandwidth = s.copy.bandwidth(t[2]);
   }
+  set_floor(fb, 2 * in + out, out + in);
   if (c_bwd) fb.c = best_of(dev, rc, [&] { fwdbwd(kn::reference::selective_scan); });
   else fb.note = "(c) skipped (minutes, GBs of autograd states)";
   rows.push_back(fb);
@@ -343,27 +347,29 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
       << "device: " << device.str() << (gpu ? " (CUDA kernels)" : " (CPU kernels: " + kn::cpu_isa() + ")")
       << "; CPU: " << sys.at("cpu") << ", " << torch::get_num_threads() << " threads; LibTorch " << TORCH_VERSION
       << ", float32" << (gpu ? " (no TF32)" : "") << ", best of " << repeat
-      << " interleaved rounds of (a), (b) and sgemm per row, best of " << std::max<int64_t>(1, repeat / 3)
+      << " interleaved rounds of (a), (b), sgemm and a copy per row, best of " << std::max<int64_t>(1, repeat / 3)
       << " (c)\n";
   const Sgemm gemm(quick && !gpu ? 2048 : 4096, device);
   const double gemm_start = gemm.gflops(best_of(device, quick ? 3 : 5, [&] { gemm.run(); }));
   out << (gpu ? "cuBLAS" : "LibTorch") << " sgemm (" << gemm.n << "^3) at the start: " << fmt("%.0f", gemm_start)
       << " GFLOP/s; each row's sgemm column is the best of its own rounds\n";
   const double bandwidth = copy_bandwidth(device);
-  out << "copy bandwidth: " << fmt("%.2f", bandwidth / 1e9)
-      << " GB/s (read + written, 256 MiB copies, best of 5); floor = (a)'s inputs read once and outputs written "
-         "once at it (fwd+bwd: inputs read twice, y written, dy read, every input's gradient written)\n";
+  out << "copy bandwidth at the start: " << fmt("%.2f", bandwidth / 1e9)
+      << " GB/s (read + written, 256 MiB copies, best of 5); each row's copy GB/s is the best 128 MiB copy of "
+         "its own rounds; floor = (a)'s inputs read once and outputs written once at it (fwd+bwd: inputs read "
+         "twice, y written, dy read, every input's gradient written)\n";
+  const CopyLoop copy(device, 128LL << 20);
   const int64_t chunk_b = best_chunk(kn::reference::ssd_scan_chunked, quick ? 1 : 2, device);
   out << "(b) chunk length (fastest of 32..256 at L=1024 N=64): " << chunk_b << "\n";
   const int64_t chunk_a = gpu ? best_chunk(kn::ssd_scan, quick ? 1 : 2, device) : chunk_b;
   if (gpu) out << "(a) chunk length of the CUDA kernel (the same choice): " << chunk_a << "\n";
   out << "GFLOP/s count the recurrence's multiply-adds: 4 per (b,l,h,p,n) forward, 16 forward+backward.\n\n";
   out.flush();
-  const Setup setup{device, static_cast<int>(repeat), quick, bandwidth, gemm};
+  const Setup setup{device, static_cast<int>(repeat), quick, gemm, copy};
 
   out << "| op | shape | pass | (a) ms | (b) ms | (c) ms | b/a | c/a | (a) GFLOP/s | sgemm GFLOP/s | % sgemm "
-         "| floor ms | a/floor | notes |\n"
-      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+         "| copy GB/s | floor ms | a/floor | notes |\n"
+      << "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   out.flush();
   // Rows are printed as they are measured.
   auto print = [&](std::vector<Row>& rows) {
@@ -372,7 +378,8 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
       out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << ms(r.a) << " | "
           << ms(r.b) << " | " << ms(r.c) << " | " << fmt("%.1fx", r.b / r.a)
           << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | " << fmt("%.0f", r.gemm)
-          << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << ms(r.floor) << " | "
+          << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << fmt("%.1f", r.bandwidth / 1e9) << " | "
+          << ms(r.floor) << " | "
           << fmt("%.1fx", r.a / r.floor) << " | " << r.note << " |\n";
     }
     out.flush();
