@@ -1,5 +1,6 @@
 // The collector's tables: one ablation table per grid axis, the baseline
-// comparison with speed and memory relative to the Transformer, and the
+// comparison with speed and memory relative to the Transformer and the
+// significance of the quality differences to it, and the
 // breakdowns (quality by source length, length extrapolation, contrastive
 // accuracy by pronoun and by antecedent distance, entity recall by frequency).
 #include <algorithm>
@@ -7,8 +8,10 @@
 #include <limits>
 #include <optional>
 
+#include "core/error.h"
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
+#include "results/segments.h"
 
 namespace mambamt::results {
 namespace {
@@ -114,6 +117,49 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
   return t;
 }
 
+// The test set's per-segment statistics of a completed point (null without them).
+std::optional<SegmentStats> segments_of(const SweepPoint& p, const std::string& set) {
+  if (!p.store || p.state != "completed") return std::nullopt;
+  auto it = p.store->tables.find(set + "/segments");
+  if (it == p.store->tables.end()) return std::nullopt;
+  try {
+    return segment_stats(it->second);
+  } catch (const InputError&) {
+    return std::nullopt;  // not a table of ours: no test for this point
+  }
+}
+
+// Paired bootstrap p-values (BLEU, chrF) of a model against the reference,
+// seed by seed: each of its completed points against the reference's point of
+// the same seed, on the test set's segments when both hold the same ones. A
+// cell holds the largest p over those seed pairs (n = the pairs): the
+// difference is called significant only where it is for every seed.
+std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const PointGroup& reference,
+                                                     const std::string& set) {
+  std::vector<double> bleu, chrf;
+  for (const SweepPoint* p : g.points) {
+    const std::optional<SegmentStats> sys = segments_of(*p, set);
+    if (!sys) continue;
+    for (const SweepPoint* q : reference.points) {
+      if (q->seed != p->seed) continue;
+      const std::optional<SegmentStats> base = segments_of(*q, set);
+      if (!base || !base->same_references(*sys) || sys->bleu.empty()) continue;
+      const PairedSignificance s = paired_significance(*base, *sys);
+      bleu.push_back(s.bleu_p);
+      chrf.push_back(s.chrf_p);
+      break;
+    }
+  }
+  auto cell = [](const std::vector<double>& ps) {
+    ReportCell c;
+    if (ps.empty()) return c;
+    c.mean = *std::max_element(ps.begin(), ps.end());
+    c.n = static_cast<std::int64_t>(ps.size());
+    return c;
+  };
+  return {cell(bleu), cell(chrf)};
+}
+
 ReportTable baseline_table(const SweepView& view) {
   const SweepData& sweep = *view.sweep;
   ReportTable t;
@@ -121,16 +167,22 @@ ReportTable baseline_table(const SweepView& view) {
   t.title = "Baseline comparison";
   t.caption = view.reference
                   ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
-                        "; mean \u00b1 std over seeds (n)"
-                  : "No Transformer variant in this sweep: no relative speed and memory; test set " + view.test_set;
+                        "; mean \u00b1 std over seeds (n); p: paired bootstrap resampling (sacreBLEU's test, 1000 "
+                        "resamples) of BLEU and chrF against " + view.reference->label +
+                        " of the same seed on the same segments, the largest p over the seeds (n)"
+                  : "No Transformer variant in this sweep: no relative speed, memory or significance; test set " +
+                        view.test_set;
   t.row_title = "model";
   auto defs = metric_defs(sweep, view.test_set, true);
-  // Relative columns follow the metric they compare.
+  // Columns that compare with the reference follow their metric: the
+  // significance of BLEU and chrF, the relative speed and memory.
   struct Rel {
     std::string of;
     ReportColumn column;
   };
   std::vector<Rel> rels = {
+      {"bleu", make_column("bleu_p_vs_reference", "BLEU p vs Transformer", 3, Better::kNone)},
+      {"chrf", make_column("chrf_p_vs_reference", "chrF p vs Transformer", 3, Better::kNone)},
       {"decode_tokens_per_s", make_column("decode_speed_vs_reference_pct", "Decode speed vs Transformer", 1, Better::kNone, true)},
       {"train_tokens_per_s", make_column("train_speed_vs_reference_pct", "Train speed vs Transformer", 1, Better::kNone, true)},
       {"peak_memory_mb", make_column("memory_vs_reference_pct", "Memory vs Transformer", 1, Better::kNone, true)},
@@ -159,9 +211,15 @@ ReportTable baseline_table(const SweepView& view) {
     row.base = g->base;
     std::vector<ReportCell> cells;
     for (auto& m : defs) cells.push_back(summarize(detail::scalar_values(*g, m.path, m.scale)));
+    std::pair<ReportCell, ReportCell> p;
+    if (view.reference && view.reference != g) p = significance_cells(*g, *view.reference, view.test_set);
     for (size_t c = 0; c < t.columns.size(); ++c) {
       if (source_of[c] >= 0) {
         row.cells.push_back(cells[static_cast<size_t>(source_of[c])]);
+        continue;
+      }
+      if (t.columns[c].key == "bleu_p_vs_reference" || t.columns[c].key == "chrf_p_vs_reference") {
+        row.cells.push_back(t.columns[c].key == "bleu_p_vs_reference" ? p.first : p.second);
         continue;
       }
       ReportCell rel;

@@ -22,7 +22,10 @@
 //   tables/<name>.json   (json) the CSV's records; summary.json: status, points and tables nested
 // Tables: ablation_<axis> (one per grid axis: rows are the axis values, the other
 // axes at the base point), baselines (variants and the base hybrid, speed and
-// memory relative to the Transformer), length_bleu and length_chrf (quality by
+// memory relative to the Transformer, and the p-values of sacreBLEU's paired
+// bootstrap test of BLEU and chrF against the Transformer of the same seed,
+// from the stores' results/<set>/segments; the largest over the seeds),
+// length_bleu and length_chrf (quality by
 // source-length bucket), extrapolation_bleu (1x/2x/4x passages),
 // contrastive_pronoun, contrastive_distance, entities_frequency.
 //

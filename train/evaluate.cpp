@@ -21,6 +21,7 @@
 #include "results/chrf.h"
 #include "results/entities.h"
 #include "results/length_buckets.h"
+#include "results/segments.h"
 #include "train/decode.h"
 #include "train/explain.h"
 #include "train/memory.h"
@@ -389,6 +390,8 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       store.set_scalar(t.name + "/bleu", bleu);
       store.set_scalar(t.name + "/chrf", chrf);
       store.set_scalar(t.name + "/chrfpp", chrfpp);
+      // Per-segment statistics: the collector's paired tests against other experiments.
+      if (!hyps.empty()) store.set_table(t.name + "/segments", results::segment_table(bleu_segs, chrf_segs, co));
       if (e.bootstrap_samples > 0 && !hyps.empty()) {
         results::BootstrapOptions bs;
         bs.num_samples = static_cast<int>(e.bootstrap_samples);

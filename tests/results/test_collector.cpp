@@ -24,6 +24,7 @@
 #include "results/collector.h"
 #include "results/json.h"
 #include "results/report_table.h"
+#include "results/segments.h"
 #include "results/svg.h"
 #include "test_support.h"
 
@@ -85,7 +86,40 @@ struct Results {
   double valid_offset = 0;        // valid_loss curve = 5 - step/50 + offset
   int explain = 0;                // results/explain/<k>/occlusion for k < explain
   bool explain_attention = false; // and results/explain/<k>/attention
+  // results/test/segments of translations of test_references() with every
+  // garbled_every-th one and those in `garbled` garbled (0: no table).
+  int garbled_every = 0;
+  std::vector<int> garbled;
 };
+
+// 120 reference sentences of a test set.
+std::vector<std::string> test_references() {
+  const std::vector<std::string> who = {"the cat", "a farmer", "my sister", "the old teacher", "our neighbour"};
+  const std::vector<std::string> did = {"saw", "painted", "sold", "found", "carried"};
+  const std::vector<std::string> what = {"a red boat", "the small house", "three apples", "an old map"};
+  std::vector<std::string> refs;
+  for (int i = 0; i < 120; ++i)
+    refs.push_back(who[i % who.size()] + " " + did[(i / 5) % did.size()] + " " + what[(i / 25) % what.size()] +
+                   " on day " + std::to_string(i) + " .");
+  return refs;
+}
+
+// The references translated, those garbled (their words in reverse order,
+// the day wrong) as Results::garbled_every and garbled say.
+std::vector<std::string> test_translations(const Results& r) {
+  std::vector<std::string> hyps = test_references();
+  for (int i = 0; i < static_cast<int>(hyps.size()); ++i) {
+    if (i % r.garbled_every != 0 && std::find(r.garbled.begin(), r.garbled.end(), i) == r.garbled.end()) continue;
+    std::istringstream in(hyps[i]);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w == std::to_string(i) ? "yesterday" : w);
+    std::reverse(words.begin(), words.end());
+    std::string out;
+    for (auto& w : words) out += (out.empty() ? "" : " ") + w;
+    hyps[i] = out;
+  }
+  return hyps;
+}
 
 struct Point {
   std::string id, name, variant;
@@ -120,6 +154,12 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
     store.set_scalar("efficiency/train_tokens_per_s", r.train);
     store.set_scalar("efficiency/peak_memory_mb", r.memory);
     store.set_scalar("efficiency/params", r.params);
+    if (r.garbled_every > 0) {
+      const std::vector<std::string> hyps = test_translations(r);
+      const ReferenceStreams refs{test_references()};
+      store.set_table("test/segments", segment_table(bleu_corpus_segment_stats(hyps, refs),
+                                                     chrf_corpus_segment_stats(hyps, refs), ChrfOptions{}));
+    }
     if (!r.by_length.empty()) {
       std::vector<std::string> rows = {"1-16", "17-32"};
       std::vector<double> v = {r.by_length[0], r.by_length[0] + 20, 5, 10, r.by_length[1], r.by_length[1] + 20, 5, 24};
@@ -234,6 +274,7 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
         const std::string key = std::string(ratio) + "/" + d_state + "/" + std::to_string(seed);
         if (key == "0.125/64/1") {
           Results r = res(30, 200, 1000, 600, 2e6);
+          r.garbled_every = 10;
           r.chrf = 50;
           r.contrastive = 0.80;
           r.recall = 0.6;
@@ -244,6 +285,7 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.125/64/2") {
           Results r = res(32, 220, 1100, 600, 2e6);
+          r.garbled_every = 10;
           r.chrf = 54;
           r.contrastive = 0.90;
           r.recall = 0.7;
@@ -268,12 +310,20 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
         // 0.25/32/2: no store at all
       }
   {
+    // Half the Transformer's translations garbled, a tenth of the base
+    // hybrid's, one more than the Transformer's of the pure Mamba's.
     auto [p1, c1] = make("transformer", "", "", 1);
-    write_store(f.run, p1, c1, "completed", res(27, 100, 2000, 1000, 3e6));
+    Results t1 = res(27, 100, 2000, 1000, 3e6);
+    t1.garbled_every = 2;
+    write_store(f.run, p1, c1, "completed", t1);
     auto [p2, c2] = make("transformer", "", "", 2);
-    write_store(f.run, p2, c2, "completed", res(29, 100, 2000, 1000, 3e6));
+    Results t2 = res(29, 100, 2000, 1000, 3e6);
+    t2.garbled_every = 2;
+    write_store(f.run, p2, c2, "completed", t2);
     auto [p3, c3] = make("mamba", "", "", 1);
     Results mamba = res(25, 250, 2500, 400, 2.5e6);
+    mamba.garbled_every = 2;
+    mamba.garbled = {1};
     mamba.explain = 2;  // occlusion only: a pure Mamba has no attention over the source
     write_store(f.run, p3, c3, "completed", mamba);
     auto [p4, c4] = make("mamba", "", "", 2);
@@ -500,6 +550,60 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
   CHECK(md.find("+150.0%") != std::string::npos);
   CHECK(md.find("ref.") != std::string::npos);
   CHECK(md.find("3.00M") != std::string::npos);
+
+  // Paired bootstrap against the Transformer of the same seed, on the stores'
+  // segment statistics: the base hybrid (a tenth of its translations garbled
+  // against half) differs for both seeds, the pure Mamba (one translation
+  // more garbled) does not; the Transformer itself has no p.
+  CHECK(md.find("BLEU p vs Transformer") != std::string::npos);
+  for (const char* col : {"bleu_p_vs_reference", "chrf_p_vs_reference"}) {
+    INFO(col);
+    CHECK(cell(t, "base", col).n == 2);
+    CHECK(cell(t, "base", col).mean < 0.01);
+    CHECK(cell(t, "mamba", col).n == 1);
+    CHECK(cell(t, "mamba", col).mean > 0.05);
+    CHECK_FALSE(cell(t, "transformer", col).has_value());
+    CHECK_FALSE(cell(t, "base", col).best);
+  }
+  CHECK(t.caption.find("paired bootstrap") != std::string::npos);
+}
+
+TEST_CASE("segment statistics: a table and back, same references, paired significance", "[results][collector]") {
+  Results better, worse;
+  better.garbled_every = 10;
+  worse.garbled_every = 2;
+  auto stats = [](const Results& r, std::vector<std::string> refs) {
+    const std::vector<std::string> hyps = test_translations(r);
+    const ReferenceStreams streams{refs};
+    return segment_table(bleu_corpus_segment_stats(hyps, streams), chrf_corpus_segment_stats(hyps, streams),
+                         ChrfOptions{});
+  };
+  const core::ResultTable tb = stats(better, test_references()), tw = stats(worse, test_references());
+  REQUIRE(tb.rows.size() == 120);
+  REQUIRE(tb.columns.size() == 10 + 18);
+  const SegmentStats b = segment_stats(tb), w = segment_stats(tw);
+  CHECK(b.chrf_char_order == 6);
+  CHECK(b.chrf_word_order == 0);
+  // Summed back, the statistics give the corpus scores of the texts.
+  const ReferenceStreams refs{test_references()};
+  CHECK(bleu_from_stats(sum_bleu_stats(b.bleu)).score ==
+        Approx(corpus_bleu(test_translations(better), refs).score).epsilon(1e-12));
+  CHECK(chrf_from_stats(sum_chrf_stats(w.chrf)).score ==
+        Approx(corpus_chrf(test_translations(worse), refs).score).epsilon(1e-12));
+  CHECK(b.same_references(w));
+  // Other references (one sentence changed): not the same segments.
+  std::vector<std::string> changed = test_references();
+  changed[7] = "something else entirely .";
+  CHECK_FALSE(b.same_references(segment_stats(stats(better, changed))));
+  const PairedSignificance s = paired_significance(w, b);
+  CHECK(s.bleu_p < 0.01);
+  CHECK(s.chrf_p < 0.01);
+  CHECK(s.bleu_delta > 10);
+  // A table that is not one of segment statistics.
+  core::ResultTable bad = tb;
+  bad.columns[3] = "bleu_match_9";
+  CHECK_THROWS_AS(segment_stats(bad), InputError);
+  CHECK_THROWS_AS(segment_table(b.bleu, std::vector<ChrfStats>(3), ChrfOptions{}), InputError);
 }
 
 TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {

@@ -14,6 +14,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/store.h"
+#include "results/segments.h"
 #include "train/decode.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
@@ -202,6 +203,16 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
   auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
   CHECK(mem.rows.size() == 3);
+  // Per-segment statistics: as many segments as hypotheses, summing to the corpus scores.
+  REQUIRE(s.tables.count("test/segments"));
+  const results::SegmentStats seg = results::segment_stats(s.tables["test/segments"]);
+  size_t hyp_lines = 0;
+  std::ifstream hyp_file(dir + "/hyp/test.txt");
+  for (std::string line; std::getline(hyp_file, line);) ++hyp_lines;
+  CHECK(hyp_lines > 0);
+  CHECK(seg.bleu.size() == hyp_lines);
+  CHECK(results::bleu_from_stats(results::sum_bleu_stats(seg.bleu)).score == Approx(s.scalars["test/bleu"]).epsilon(1e-9));
+  CHECK(results::chrf_from_stats(results::sum_chrf_stats(seg.chrf)).score == Approx(s.scalars["test/chrf"]).epsilon(1e-9));
   // Heatmaps of the first short test sentences (the tiny hybrid has cross-attention).
   for (int k = 0; k < 3; ++k) {
     INFO("explain " << k);

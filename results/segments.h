@@ -1,0 +1,60 @@
+#pragma once
+// Per-segment BLEU and chrF statistics of a test set, kept in the experiment's
+// store beside its corpus scores (results/<set>/segments, docs/STORE.md), so
+// that two experiments translated on the same segments can be compared by
+// paired bootstrap resampling afterwards: the collector's significance of each
+// model against the Transformer.
+//
+// Table layout: one row per segment (labels "0", "1", ...), columns
+//   bleu_sys_len, bleu_ref_len, bleu_match_<n>, bleu_total_<n> for n = 1..4,
+//   chrf_c<k>_{hyp,ref,match} for the character orders k = 1..6, then
+//   chrf_w<k>_{hyp,ref,match} for the word orders (none for chrF).
+#include <vector>
+
+#include "core/store.h"
+#include "results/bleu.h"
+#include "results/bootstrap.h"
+#include "results/chrf.h"
+
+namespace mambamt::results {
+
+struct SegmentStats {
+  std::vector<BleuStats> bleu;
+  std::vector<ChrfStats> chrf;
+  int chrf_char_order = 6;
+  int chrf_word_order = 0;
+
+  // The chrF options these statistics are scored with (their orders, beta 2).
+  ChrfOptions chrf_options() const;
+  // Whether `other` holds the same segments against the same references: as
+  // many segments, and each one's reference-side numbers equal (BLEU's
+  // reference length after its tokenisation, chrF's reference n-grams of
+  // every order). Hypotheses are free to differ.
+  bool same_references(const SegmentStats& other) const;
+};
+
+// The table of segment statistics (BLEU at orders 1..4, chrF at the orders of
+// `chrf`). Throws InputError when the two lists differ in length or the chrF
+// statistics have orders other than those of `chrf`.
+core::ResultTable segment_table(const std::vector<BleuStats>& bleu, const std::vector<ChrfStats>& chrf,
+                                const ChrfOptions& chrf_options);
+
+// The statistics back from a table segment_table wrote. Throws InputError
+// naming what is wrong when the table is not one (missing or extra columns).
+SegmentStats segment_stats(const core::ResultTable& table);
+
+// p-values of sacreBLEU's paired bootstrap test of `system` against
+// `baseline` on the same segments (same_references), for BLEU and for chrF
+// (both drawn from the same seed, so on the same resamples), and the
+// differences of their corpus scores. Throws InputError when the segment
+// counts differ.
+struct PairedSignificance {
+  double bleu_p = 1;
+  double chrf_p = 1;
+  double bleu_delta = 0;  // system's corpus BLEU minus the baseline's
+  double chrf_delta = 0;
+};
+PairedSignificance paired_significance(const SegmentStats& baseline, const SegmentStats& system,
+                                       const BootstrapOptions& options = {});
+
+}  // namespace mambamt::results
