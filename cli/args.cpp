@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "core/error.h"
@@ -16,6 +17,18 @@ long ParsedArgs::get_int(const std::string& option, long def) const {
   } catch (...) {
   }
   throw UsageError(option + " " + it->second + ": expected an integer");
+}
+
+double ParsedArgs::get_double(const std::string& option, double def) const {
+  auto it = values.find(option);
+  if (it == values.end()) return def;
+  try {
+    size_t used = 0;
+    const double v = std::stod(it->second, &used);
+    if (used == it->second.size() && std::isfinite(v)) return v;
+  } catch (...) {
+  }
+  throw UsageError(option + " " + it->second + ": expected a number");
 }
 
 ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& args, bool& help_requested) {

@@ -40,6 +40,8 @@ class ParsedArgs {
   }
   // The value as an integer; a non-number is a usage error naming the option.
   long get_int(const std::string& option, long def) const;
+  // The value as a finite number; anything else is a usage error naming the option.
+  double get_double(const std::string& option, double def) const;
 };
 
 // Parses `args` (the words after the command name). Throws UsageError for an

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "core/signals.h"
 #include "core/store.h"
 #include "slurm/env.h"
+#include "train/decode.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
 #include "train/translate.h"
@@ -296,28 +298,62 @@ Command translate_command() {
   spec.summary = "translate stdin to stdout with a trained experiment";
   spec.options = trained_experiment_options();
   spec.options.push_back({"--batch", "N", "lines translated together (default 64)"});
+  spec.options.push_back({"--beam", "N", "beam size (default eval.beam_size; 1 = greedy)"});
+  spec.options.push_back({"--length-penalty", "X", "rank hypotheses by log-prob / length^X (default eval.length_penalty)"});
+  spec.options.push_back({"--nbest", "K", "print the K best translations of each line (default eval.nbest, at most the beam)"});
   spec.description =
       "One sentence or passage per input line, one translation per output line (beam search with the\n"
-      "experiment's eval settings). Within a line, \" <sep> \" separates the sentences of a passage; a model\n"
-      "trained with data.context_side = \"source\" translates the last sentence of the line, the ones\n"
-      "before it being its context. A model trained on windows with eval.doc_decode = \"sentences\" reads\n"
-      "one sentence per line and a blank line between documents, and translates each sentence after the\n"
-      "ones before it in its document (their source, and its own translations of them as target prefix).\n"
-      "--batch then counts lines of whole documents. On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment\n"
-      "replays the search's steps from CUDA graphs.";
+      "experiment's eval settings, --beam and --length-penalty overriding them). Within a line, \" <sep> \"\n"
+      "separates the sentences of a passage; a model trained with data.context_side = \"source\" translates\n"
+      "the last sentence of the line, the ones before it being its context. A model trained on windows with\n"
+      "eval.doc_decode = \"sentences\" reads one sentence per line and a blank line between documents, and\n"
+      "translates each sentence after the ones before it in its document (their source, and its own\n"
+      "translations of them as target prefix); --batch then counts lines of whole documents. With --nbest K\n"
+      "above 1 each line gives up to K output lines, best first, \"<line> ||| <translation> ||| <score> |||\n"
+      "<log-prob>\" (line: the input line from 0; score: log-prob / length^length-penalty; an empty input\n"
+      "line gives none). On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the search's steps from\n"
+      "CUDA graphs.";
   return {spec, [](const ParsedArgs& a) {
             const long batch = a.get_int("--batch", 64);
             if (batch < 1) throw UsageError("--batch must be >= 1");
+            const long beam = a.get_int("--beam", 0);
+            if (a.has("--beam") && (beam < 1 || beam > 256)) throw UsageError("--beam must be in [1, 256]");
+            const double penalty = a.get_double("--length-penalty", 0);
+            if (a.has("--length-penalty") && (penalty < 0 || penalty > 10))
+              throw UsageError("--length-penalty must be in [0, 10]");
+            const long nbest_arg = a.get_int("--nbest", 0);
+            if (a.has("--nbest") && nbest_arg < 1) throw UsageError("--nbest must be >= 1");
             train::LoadedExperiment exp = load_trained_experiment(a);
-            spdlog::info("translating with {} ({})", a.get("--store"), exp.weights);
+            core::EvalConfig& e = exp.config.eval;
+            if (a.has("--beam")) e.beam_size = beam;
+            if (a.has("--length-penalty")) e.length_penalty = penalty;
+            // Without --nbest, the experiment's eval.nbest as far as the beam allows.
+            e.nbest = a.has("--nbest") ? nbest_arg : std::min<int64_t>(e.nbest, e.beam_size);
+            if (e.nbest > e.beam_size)
+              throw UsageError("--nbest " + std::to_string(e.nbest) + " exceeds the beam size " +
+                               std::to_string(e.beam_size) + (a.has("--beam") ? "" : " (eval.beam_size; --beam N to widen it)"));
+            const bool documents = train::translates_in_context(exp.config);
+            if (e.nbest > 1 && documents)
+              throw UsageError("--nbest " + std::to_string(e.nbest) + ": " + a.get("--store") +
+                               " translates documents sentence by sentence (eval.doc_decode = \"sentences\"), "
+                               "continuing from one translation: no n-best lists");
+            spdlog::info("translating with {} ({}), beam {}, length penalty {}{}", a.get("--store"), exp.weights,
+                         e.beam_size, e.length_penalty, e.nbest > 1 ? ", " + std::to_string(e.nbest) + "-best" : "");
             std::vector<std::string> lines;
+            size_t first_line = 0;  // the index of lines[0] in the input
             auto flush = [&] {
-              for (auto& t : train::translate_lines(exp, lines)) std::cout << t << "\n";
+              if (e.nbest > 1) {
+                const auto lists = train::translate_lines_nbest(exp, lines);
+                for (size_t i = 0; i < lists.size(); ++i)
+                  for (const auto& t : lists[i]) std::cout << train::nbest_line(first_line + i, t.text, t.hypothesis) << "\n";
+              } else {
+                for (auto& t : train::translate_lines(exp, lines)) std::cout << t << "\n";
+              }
               std::cout.flush();
+              first_line += lines.size();
               lines.clear();
             };
             // In-context translation needs whole documents: flush at their ends only.
-            const bool documents = train::translates_in_context(exp.config);
             for (std::string line; std::getline(std::cin, line);) {
               lines.push_back(line);
               const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;

@@ -647,6 +647,11 @@ void validate(ExperimentConfig& c, const std::string& source) {
   if (e.nbest > e.beam_size)
     fail_on({"eval.nbest", "eval.beam_size"}, "eval.nbest = " + std::to_string(e.nbest) + " exceeds eval.beam_size = " +
                                                   std::to_string(e.beam_size));
+  if (e.nbest > 1 && e.doc_decode == "sentences" && d.context_sentences > 1 && d.context_side == "both")
+    fail_on({"eval.nbest", "eval.doc_decode"},
+            "eval.nbest = " + std::to_string(e.nbest) +
+                " with eval.doc_decode = \"sentences\": a document translated sentence by sentence continues from "
+                "its best translation only, so it has no n-best lists (use eval.doc_decode = \"passages\" or nbest = 1)");
   for (size_t i = 1; i < e.length_buckets.size(); ++i)
     if (e.length_buckets[i] <= e.length_buckets[i - 1])
       fail_on({"eval.length_buckets"}, "eval.length_buckets must be strictly increasing");

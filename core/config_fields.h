@@ -116,7 +116,7 @@
   X(max_len_b, int64_t, 10, range(0, 100000), "See max_len_a.") \
   X(doc_decode, std::string, "passages", one_of({"passages", "sentences"}), \
     "Test sets of a model trained on windows (context_sentences > 1, context_side = both): passages = each window is translated whole (BLEU over windows); sentences = the documents are translated one sentence at a time, each after up to context_sentences - 1 preceding source sentences with the model's own translations of them forced as the target prefix (BLEU over single sentences). Other models translate their test examples whole either way.") \
-  X(nbest, int64_t, 1, range(1, 256), "Hypotheses kept per input (<= beam_size).") \
+  X(nbest, int64_t, 1, range(1, 256), "Hypotheses kept per input (<= beam_size): above 1, evaluation writes the n-best list of each test set to hyp/<set>.nbest.txt and `mambamt translate` prints as many per line (its --nbest overrides this). Not with doc_decode = sentences on windows, which continues from the best translation only.") \
   X(batch_tokens, int64_t, 4096, range(16, 1 << 24), "Source tokens per decoding batch.") \
   X(bleu_tokenize, std::string, "13a", one_of({"13a", "intl", "none"}), "sacreBLEU tokenizer.") \
   X(lowercase, bool, false, any(), "Case-insensitive BLEU.") \

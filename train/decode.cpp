@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -55,7 +56,7 @@ void to_device(torch::Tensor& t, const torch::Device& device) {
 models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_size) {
   models::SearchOptions s;
   s.beam_size = beam_size;
-  s.nbest = 1;
+  s.nbest = std::min(eval.nbest, beam_size);
   s.length_penalty = eval.length_penalty;
   s.max_len_a = eval.max_len_a;
   s.max_len_b = eval.max_len_b;
@@ -63,12 +64,12 @@ models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_
   return s;
 }
 
-std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& model,
-                                                     const std::vector<data::Example>& examples,
-                                                     const data::SpecialIds& ids, const models::SearchOptions& search,
-                                                     int64_t batch_tokens, const torch::Device& device, bool bf16,
-                                                     DecodeStats* stats, const models::Prefixes* prefixes) {
-  std::vector<std::vector<int64_t>> out(examples.size());
+std::vector<models::NBest> translate_examples_nbest(models::TranslationModel& model,
+                                                   const std::vector<data::Example>& examples,
+                                                   const data::SpecialIds& ids, const models::SearchOptions& search,
+                                                   int64_t batch_tokens, const torch::Device& device, bool bf16,
+                                                   DecodeStats* stats, const models::Prefixes* prefixes) {
+  std::vector<models::NBest> out(examples.size());
   if (examples.empty()) return out;
   if (prefixes && prefixes->size() != examples.size())
     throw Error("translate_examples: " + std::to_string(prefixes->size()) + " prefixes for " +
@@ -91,12 +92,25 @@ std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& m
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     for (size_t r = 0; r < b.size(); ++r) {
       const models::Hypothesis& h = res[r].front();
-      out[static_cast<size_t>(b[r])] = h.tokens;
       if (stats) stats->generated_tokens += static_cast<int64_t>(h.tokens.size()) + (h.finished ? 1 : 0);
+      out[static_cast<size_t>(b[r])] = std::move(res[r]);
     }
     if (stats) stats->seconds += secs;
     free_pages.tick();
   }
+  return out;
+}
+
+std::vector<std::vector<int64_t>> translate_examples(models::TranslationModel& model,
+                                                     const std::vector<data::Example>& examples,
+                                                     const data::SpecialIds& ids, const models::SearchOptions& search,
+                                                     int64_t batch_tokens, const torch::Device& device, bool bf16,
+                                                     DecodeStats* stats, const models::Prefixes* prefixes) {
+  std::vector<models::NBest> lists =
+      translate_examples_nbest(model, examples, ids, search, batch_tokens, device, bf16, stats, prefixes);
+  std::vector<std::vector<int64_t>> out;
+  out.reserve(lists.size());
+  for (models::NBest& l : lists) out.push_back(l.empty() ? std::vector<int64_t>{} : std::move(l.front().tokens));
   return out;
 }
 
@@ -183,6 +197,15 @@ std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<
     out += s;
   }
   return out;
+}
+
+std::string nbest_line(size_t index, const std::string& text, const models::Hypothesis& h) {
+  char nums[64];
+  std::snprintf(nums, sizeof nums, "%.4f ||| %.4f", h.score, h.log_prob);
+  std::string clean = text;
+  for (char& ch : clean)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return std::to_string(index) + " ||| " + clean + " ||| " + nums;
 }
 
 NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<data::Example>& examples,

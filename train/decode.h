@@ -16,7 +16,7 @@
 namespace mambamt::train {
 
 // The searches of an experiment's evaluation: its [eval] settings with
-// `beam_size`; on a GPU the steps are replayed from CUDA graphs when the
+// `beam_size` (n-best lists of eval.nbest hypotheses, at most beam_size); on a GPU the steps are replayed from CUDA graphs when the
 // environment has MAMBAMT_CUDA_GRAPHS=1 (a switch outside the config: it
 // changes speed, not results, so it stays out of the experiment's identity).
 // Any value but empty, 0 or 1 is an InputError naming the variable.
@@ -26,6 +26,17 @@ struct DecodeStats {
   int64_t generated_tokens = 0;  // tokens produced (eos included)
   double seconds = 0;            // wall time of the searches
 };
+
+// Translates every example (sources only) and returns the n-best list of each
+// (search.nbest hypotheses at most, best first), in input order. Batches hold
+// at most batch_tokens source tokens. `prefixes`, when given, holds a forced
+// target prefix per example (models::Prefixes: not returned, not scored).
+std::vector<models::NBest> translate_examples_nbest(models::TranslationModel& model,
+                                                   const std::vector<data::Example>& examples,
+                                                   const data::SpecialIds& ids, const models::SearchOptions& search,
+                                                   int64_t batch_tokens, const torch::Device& device,
+                                                   bool bf16 = false, DecodeStats* stats = nullptr,
+                                                   const models::Prefixes* prefixes = nullptr);
 
 // Translates every example (sources only) and returns the hypothesis token
 // ids of each, in input order. Batches hold at most batch_tokens source tokens.
@@ -59,6 +70,11 @@ std::vector<std::vector<int64_t>> translate_in_context(models::TranslationModel&
 
 // The text of hypothesis ids: sentences (split at <sep>) joined by a space.
 std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids);
+
+// One line of an n-best list: "<index> ||| <text> ||| <score> ||| <log_prob>"
+// (index: the input's 0-based line; score: log_prob / length^length_penalty,
+// by which the list is ranked; log_prob: the summed token log-probabilities).
+std::string nbest_line(size_t index, const std::string& text, const models::Hypothesis& h);
 
 // Teacher-forced negative log-likelihood summed over target tokens, and the
 // token count, of `examples` (batched by max_tokens; ranks take batches

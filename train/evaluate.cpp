@@ -65,15 +65,28 @@ std::vector<std::string> decode_texts(models::TranslationModel& model, const cor
 }
 
 // The hypothesis texts of a test set: its examples translated whole, or one
-// sentence at a time in document context (translates_in_context).
+// sentence at a time in document context (translates_in_context). With
+// eval.nbest > 1 (whole examples only: the configuration refuses it in
+// context), `nbest` receives the lines of their n-best lists (nbest_line).
 std::vector<std::string> decode_test_set(models::TranslationModel& model, const core::ExperimentConfig& c,
-                                         const data::Tokenizer& tok, const TestSet& t, const torch::Device& device) {
-  if (!translates_in_context(c)) return decode_texts(model, c, tok, t.examples, device);
-  auto ids = translate_in_context(model, t.tokenized, t.examples, c.data.context_sentences - 1,
-                                  c.data.max_example_tokens, tok.specials(), search_options(c.eval, c.eval.beam_size),
-                                  c.eval.batch_tokens, device, use_bf16(c.train, device));
+                                         const data::Tokenizer& tok, const TestSet& t, const torch::Device& device,
+                                         std::vector<std::string>& nbest) {
+  const models::SearchOptions search = search_options(c.eval, c.eval.beam_size);
   std::vector<std::string> out;
-  out.reserve(ids.size());
+  out.reserve(t.examples.size());
+  if (!translates_in_context(c)) {
+    const std::vector<models::NBest> lists = translate_examples_nbest(
+        model, t.examples, tok.specials(), search, c.eval.batch_tokens, device, use_bf16(c.train, device));
+    for (size_t i = 0; i < lists.size(); ++i) {
+      out.push_back(hypothesis_text(tok, lists[i].front().tokens));
+      if (search.nbest > 1)
+        for (const models::Hypothesis& h : lists[i]) nbest.push_back(nbest_line(i, hypothesis_text(tok, h.tokens), h));
+    }
+    return out;
+  }
+  auto ids = translate_in_context(model, t.tokenized, t.examples, c.data.context_sentences - 1,
+                                  c.data.max_example_tokens, tok.specials(), search, c.eval.batch_tokens, device,
+                                  use_bf16(c.train, device));
   for (auto& h : ids) out.push_back(hypothesis_text(tok, h));
   return out;
 }
@@ -375,9 +388,11 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       if (stop()) return false;
       const TestSet& t = data.tests[si];
       const auto t0 = Clock::now();
-      std::vector<std::string> hyps = decode_test_set(model, c, tok, t, device);
+      std::vector<std::string> nbest;
+      std::vector<std::string> hyps = decode_test_set(model, c, tok, t, device, nbest);
       all_hyps[si] = hyps;
       write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".txt")).string(), hyps);
+      if (!nbest.empty()) write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".nbest.txt")).string(), nbest);
       const auto bo = bleu_options(e);
       const auto co = chrf_options(e, false);
       const auto cpp = chrf_options(e, true);
@@ -446,7 +461,10 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
   if (parts.entities && e.entity_recall && !data.tests.empty()) {
     const TestSet& t = data.tests[0];
     std::vector<std::string> hyps = all_hyps[0];
-    if (hyps.empty() && !t.examples.empty()) hyps = decode_test_set(model, c, tok, t, device);
+    if (hyps.empty() && !t.examples.empty()) {
+      std::vector<std::string> unused_nbest;
+      hyps = decode_test_set(model, c, tok, t, device, unused_nbest);
+    }
     std::vector<results::EntitySegment> segs;
     std::unordered_map<std::string, int64_t> freq;
     if (!data.entity_frequency.empty()) {

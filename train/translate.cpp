@@ -135,13 +135,17 @@ std::vector<std::string> translate_in_documents(const LoadedExperiment& exp, con
 
 }  // namespace
 
-std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines) {
-  if (translates_in_context(exp.config)) return translate_in_documents(exp, lines);
+std::vector<std::vector<ScoredTranslation>> translate_lines_nbest(const LoadedExperiment& exp,
+                                                                   const std::vector<std::string>& lines) {
+  if (translates_in_context(exp.config))
+    throw InputError("experiment " + exp.exp_dir +
+                     " translates documents sentence by sentence (eval.doc_decode = \"sentences\"): one translation per "
+                     "sentence, no n-best lists");
   const data::Tokenizer& tok = *exp.tokenizer;
   std::vector<data::Example> examples;
   std::vector<size_t> index;
   for (size_t i = 0; i < lines.size(); ++i) {
-    std::string line = lines[i];
+    const std::string& line = lines[i];
     data::Example e;
     // " <sep> " separates the sentences of a passage.
     size_t start = 0;
@@ -159,11 +163,24 @@ std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std:
     examples.push_back(std::move(e));
     index.push_back(i);
   }
-  std::vector<std::string> out(lines.size());
+  std::vector<std::vector<ScoredTranslation>> out(lines.size());
   const auto& c = exp.config;
-  auto hyps = translate_examples(*exp.model, examples, tok.specials(), search_options(c.eval, c.eval.beam_size),
-                                 c.eval.batch_tokens, exp.device, use_bf16(c.train, exp.device));
-  for (size_t k = 0; k < hyps.size(); ++k) out[index[k]] = hypothesis_text(tok, hyps[k]);
+  std::vector<models::NBest> lists =
+      translate_examples_nbest(*exp.model, examples, tok.specials(), search_options(c.eval, c.eval.beam_size),
+                               c.eval.batch_tokens, exp.device, use_bf16(c.train, exp.device));
+  for (size_t k = 0; k < lists.size(); ++k)
+    for (models::Hypothesis& h : lists[k]) {
+      std::string text = hypothesis_text(tok, h.tokens);
+      out[index[k]].push_back({std::move(text), std::move(h)});
+    }
+  return out;
+}
+
+std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines) {
+  if (translates_in_context(exp.config)) return translate_in_documents(exp, lines);
+  std::vector<std::string> out;
+  out.reserve(lines.size());
+  for (auto& list : translate_lines_nbest(exp, lines)) out.push_back(list.empty() ? std::string() : list.front().text);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "core/config.h"
 #include "data/tokenizer.h"
 #include "models/model.h"
+#include "models/search.h"
 
 namespace mambamt::train {
 
@@ -56,5 +57,17 @@ LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& 
 // and translates each sentence after its document's preceding ones, as its
 // evaluation does.
 std::vector<std::string> translate_lines(const LoadedExperiment& exp, const std::vector<std::string>& lines);
+
+// The n-best lists of lines translated whole (as translate_lines does for an
+// experiment that does not translate in context): per line, up to
+// search_options(exp.config.eval, ...).nbest translations, best first, with
+// their hypotheses (scores); an empty line gets none. Throws InputError for an
+// experiment that translates in context.
+struct ScoredTranslation {
+  std::string text;
+  models::Hypothesis hypothesis;
+};
+std::vector<std::vector<ScoredTranslation>> translate_lines_nbest(const LoadedExperiment& exp,
+                                                                   const std::vector<std::string>& lines);
 
 }  // namespace mambamt::train

@@ -155,6 +155,12 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
     CHECK(error_of("[data.synthetic]\nmin_sentences = 9\n") ==
           "x.toml:2:1: data.synthetic.min_sentences = 9 exceeds data.synthetic.max_sentences = 8");
     CHECK(error_of("[eval]\nbeam_size = 2\nnbest = 3\n") == "x.toml:3:1: eval.nbest = 3 exceeds eval.beam_size = 2");
+    CHECK(error_of("[data]\ncontext_sentences = 3\n[eval]\nbeam_size = 4\nnbest = 2\ndoc_decode = \"sentences\"\n") ==
+          "x.toml:5:1: eval.nbest = 2 with eval.doc_decode = \"sentences\": a document translated sentence by sentence "
+          "continues from its best translation only, so it has no n-best lists (use eval.doc_decode = \"passages\" or "
+          "nbest = 1)");
+    // On sentences (no windows) doc_decode changes nothing: n-best lists are fine.
+    CHECK(error_of("[eval]\nbeam_size = 4\nnbest = 2\ndoc_decode = \"sentences\"\n").empty());
     CHECK(error_of("[data]\ncontext_sentences = 3\ncontext_side = \"source\"\ncat_n = 5\n") ==
           "x.toml:4:1: data.cat_n = 5 with data.context_side = \"source\": CAT-N needs context on both sides");
     CHECK(error_of("[data]\ncontext_side = \"left\"\n").find("x.toml:2:1: data.context_side") == 0);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "core/checkpoint.h"
@@ -158,7 +159,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
           "[slow]") {
   TempDir tmp;
   const std::string dir = tmp.path("exp");
-  const core::ExperimentConfig c = train_test::tiny_config();
+  // Two hypotheses per test segment (the beam is 2): hyp/test.nbest.txt.
+  const core::ExperimentConfig c = train_test::tiny_config({{"eval.nbest", "2"}});
   train::RunResult r = run(c, dir, /*eval=*/true);
   REQUIRE(r.state == core::RunState::completed);
   auto s = core::ExperimentStore::read(dir + "/store.h5");
@@ -245,6 +247,43 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   for (size_t i = 0; i < by_len.rows.size(); ++i) segments += by_len.at(i, 2);
   CHECK(count_lines(dir + "/hyp/test.txt") == static_cast<int64_t>(segments));
   CHECK(fs::exists(dir + "/log.txt"));
+  // The n-best lists: "<segment> ||| <text> ||| <score> ||| <log_prob>", each
+  // segment's 1 or 2 entries best first, the first one its hypothesis.
+  {
+    std::vector<std::string> best;
+    std::ifstream hyp(dir + "/hyp/test.txt");
+    for (std::string l; std::getline(hyp, l);) best.push_back(l);
+    std::ifstream nb(dir + "/hyp/test.nbest.txt");
+    REQUIRE(nb.good());
+    std::vector<int> per_segment(best.size(), 0);
+    double last_score = 0;
+    int64_t last_segment = -1;
+    int two = 0;
+    for (std::string l; std::getline(nb, l);) {
+      INFO(l);
+      const size_t a = l.find(" ||| "), b = l.find(" ||| ", a + 5), c3 = l.find(" ||| ", b + 5);
+      REQUIRE(c3 != std::string::npos);
+      const int64_t segment = std::stoll(l.substr(0, a));
+      const std::string text = l.substr(a + 5, b - a - 5);
+      const double score = std::stod(l.substr(b + 5, c3 - b - 5)), log_prob = std::stod(l.substr(c3 + 5));
+      REQUIRE(segment >= 0);
+      REQUIRE(segment < static_cast<int64_t>(best.size()));
+      CHECK(segment >= last_segment);
+      CHECK(score <= 0);
+      CHECK(log_prob <= score);  // divided by a length of at least 1
+      if (segment == last_segment) {
+        CHECK(score <= last_score);
+        ++two;
+      } else {
+        CHECK(text == best[static_cast<size_t>(segment)]);
+      }
+      ++per_segment[static_cast<size_t>(segment)];
+      last_segment = segment;
+      last_score = score;
+    }
+    for (int n : per_segment) CHECK((n == 1 || n == 2));
+    CHECK(two > 0);
+  }
 
   // Running it again changes nothing.
   const std::string before = read_text(dir + "/store.h5");
@@ -275,13 +314,48 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(count_lines(dir + "/hyp/extra.txt") == 2);
   write_text(tmp.path("in.txt"), "ta ul pa\n\nen ta\n");
   // stdout only: run_shell adds 2>&1 after the command, so the log lines go away inside a subshell.
-  CommandResult t = run_shell("(" + mambamt_binary() + " translate --store " + dir + " < " + tmp.path("in.txt") + " 2>/dev/null)");
+  auto translate = [&](const std::string& options) {
+    return run_shell("(" + mambamt_binary() + " translate --store " + dir + " " + options + " < " + tmp.path("in.txt") +
+                     " 2>/dev/null)");
+  };
+  CommandResult t = translate("--nbest 1");
   CHECK(t.code == 0);
   CHECK(std::count(t.output.begin(), t.output.end(), '\n') == 3);
-  CommandResult best = run_shell("(" + mambamt_binary() + " translate --store " + dir + " --weights best < " +
-                                 tmp.path("in.txt") + " 2>/dev/null)");
+  CommandResult best = translate("--nbest 1 --weights best");
   CHECK(best.code == 0);
   CHECK(std::count(best.output.begin(), best.output.end(), '\n') == 3);
+  // The experiment's eval.nbest = 2 by default: the lines of the two
+  // non-empty inputs (0 and 2), best first, the first as translated alone.
+  auto lines_of = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+  };
+  const std::vector<std::string> plain = lines_of(t.output);
+  CommandResult nbest = translate("");
+  CHECK(nbest.code == 0);
+  const std::vector<std::string> lists = lines_of(nbest.output);
+  REQUIRE(lists.size() == 4);
+  CHECK_THAT(lists[0], Catch::StartsWith("0 ||| " + plain[0] + " ||| "));
+  CHECK_THAT(lists[1], Catch::StartsWith("0 ||| "));
+  CHECK_THAT(lists[2], Catch::StartsWith("2 ||| " + plain[2] + " ||| "));
+  CHECK_THAT(lists[3], Catch::StartsWith("2 ||| "));
+  // A wider beam gives up to 4; greedy search (--beam 1) is beam search with one hypothesis.
+  CommandResult four = translate("--beam 4 --nbest 4 --batch 1");
+  CHECK(four.code == 0);
+  CHECK(lines_of(four.output).size() > 4);
+  CHECK(lines_of(four.output).size() <= 8);
+  CommandResult greedy = translate("--beam 1");
+  CHECK(greedy.code == 0);
+  CHECK(lines_of(greedy.output).size() == 3);
+  // Errors (on stderr) before any translation.
+  CommandResult too_many = run_shell(mambamt_binary() + " translate --store " + dir + " --nbest 3 < /dev/null");
+  CHECK(too_many.code == 2);
+  CHECK_THAT(too_many.output, Catch::Contains("--nbest 3 exceeds the beam size 2 (eval.beam_size; --beam N to widen it)"));
+  CommandResult bad_penalty = run_shell(mambamt_binary() + " translate --store " + dir + " --length-penalty fast < /dev/null");
+  CHECK(bad_penalty.code == 2);
+  CHECK_THAT(bad_penalty.output, Catch::Contains("--length-penalty fast: expected a number"));
   CommandResult weights = run_shell(mambamt_binary() + " translate --store " + dir + " --weights newest < /dev/null");
   CHECK(weights.code == 2);
   CHECK_THAT(weights.output, Catch::Contains("--weights newest: use default, best or latest"));
