@@ -1,5 +1,6 @@
 #include "data/corpus.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -18,6 +19,44 @@ int64_t Corpus::num_sentences() const {
   int64_t n = 0;
   for (const auto& d : documents) n += static_cast<int64_t>(d.sentences.size());
   return n;
+}
+
+std::string corpus_fingerprint(const Corpus& corpus) {
+  // FNV-1a 64 over the sentences, a separator byte between source and
+  // target (0x1f), sentences (0x1e) and documents (0x1d), then a final mix.
+  uint64_t h = 1469598103934665603ULL;
+  auto add = [&h](const std::string& text) {
+    for (unsigned char c : text) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  };
+  auto mark = [&h](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  };
+  for (const Document& d : corpus.documents) {
+    for (const SentencePair& p : d.sentences) {
+      add(p.src);
+      mark(0x1f);
+      add(p.tgt);
+      mark(0x1e);
+    }
+    mark(0x1d);
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string corpus_summary(const Corpus& corpus) {
+  return corpus_fingerprint(corpus) + " (" + std::to_string(corpus.documents.size()) + " documents, " +
+         std::to_string(corpus.num_sentences()) + " sentences)";
 }
 
 bool operator==(const SentencePair& a, const SentencePair& b) {

@@ -44,6 +44,13 @@ struct Corpus {
 bool operator==(const SentencePair& a, const SentencePair& b);
 bool operator==(const Document& a, const Document& b);
 
+// 16 hex digits that change with the text of any sentence (source or target)
+// and with the document boundaries, not with document ids or the file format:
+// what the experiment store records of each corpus it trained or was scored on.
+std::string corpus_fingerprint(const Corpus& corpus);
+// "<fingerprint> (<n> documents, <m> sentences)".
+std::string corpus_summary(const Corpus& corpus);
+
 // Reads a plain parallel corpus. docids_path may be empty (blank lines then
 // separate documents).
 Corpus read_parallel(const std::string& src_path, const std::string& tgt_path,

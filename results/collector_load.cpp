@@ -345,6 +345,29 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
     axis.target = base_present ? axis.base : (axis.values.empty() ? "" : axis.values.front());
   }
 
+  // Test sets scored on different text (the stores' results/text/data.test.<set>
+  // fingerprints differ): their scores sit in one column but do not compare.
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> test_texts;  // set -> fingerprint -> ids
+  for (const auto& p : sweep.points) {
+    if (!p.store || p.state != "completed") continue;
+    for (const auto& [name, value] : p.store->texts)
+      if (name.rfind("data.test.", 0) == 0)
+        test_texts[name.substr(10)][value.substr(0, value.find(' '))].push_back(p.id);
+  }
+  for (const auto& [set, by_text] : test_texts) {
+    if (by_text.size() < 2) continue;
+    std::string what = (fs::path(sweep.run_dir) / "exp").string() + ": test set " + set +
+                       " was scored on different texts, its scores do not compare:";
+    for (const auto& [fingerprint, ids] : by_text) {
+      what += " fingerprint " + fingerprint + " by " + std::to_string(ids.size()) + " experiment(s) (" + ids.front();
+      for (size_t i = 1; i < ids.size() && i < 3; ++i) what += ", " + ids[i];
+      what += ids.size() > 3 ? ", ...);" : ");";
+    }
+    what.pop_back();
+    sweep.problems.push_back(what);
+    log << "collect: " << what << "\n";
+  }
+
   log << "collect: " << sweep.name << ": " << sweep.points.size() << " points"
       << (sweep.has_sweep_file ? " (sweep.h5)" : " (from the stores)") << ", " << sweep.axes.size() << " axes, "
       << sweep.variants.size() << " variants\n";

@@ -402,6 +402,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       const double bleu = results::bleu_from_stats(results::sum_bleu_stats(bleu_segs), bo).score;
       const double chrf = results::chrf_from_stats(results::sum_chrf_stats(chrf_segs, co), co).score;
       const double chrfpp = results::corpus_chrf(hyps, refs, cpp).score;
+      store.set_text("data.test." + t.name, data::corpus_summary(t.corpus));
       store.set_scalar(t.name + "/bleu", bleu);
       store.set_scalar(t.name + "/chrf", chrf);
       store.set_scalar(t.name + "/chrfpp", chrfpp);

@@ -16,6 +16,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/signals.h"
+#include "data/corpus.h"
 #include "models/registry.h"
 #include "train/distributed.h"
 #include "train/evaluate.h"
@@ -166,9 +167,16 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
     hooks.every_step = options.interactive;
     hooks.checkpoint_strings["shared_dir"] = fs::absolute(shared_dir).lexically_normal().string();
     hooks.checkpoint_strings["tokenizer_dir"] = fs::absolute(data.tokenizer_dir).lexically_normal().string();
+    // The text trained and validated on: a resume from checkpoints of other text is refused (Trainer::resume).
+    hooks.checkpoint_strings["data.train"] = data::corpus_fingerprint(data.train_corpus);
+    hooks.checkpoint_strings["data.valid"] = data::corpus_fingerprint(data.valid_corpus);
     const std::string ckpt_dir = (fs::path(exp_dir) / "ckpt").string();
     Trainer trainer(config, data, model, group, device, st, ckpt_dir, hooks);
     trainer.resume();
+    if (st) {
+      st->set_text("data.train", data::corpus_summary(data.train_corpus));
+      st->set_text("data.valid", data::corpus_summary(data.valid_corpus));
+    }
     if (config.train.activation_checkpointing)
       spdlog::warn("train.activation_checkpointing: not applied (the model stacks offer no per-layer hook yet)");
     TrainOutcome out = trainer.train();

@@ -337,6 +337,24 @@ struct Trainer::Impl {
     spdlog::info("checkpoint step {}{} -> {}", step, is_best ? " (best)" : "", ckpt.path_for_step(step));
   }
 
+  // The corpora of the hooks' "data.<split>" fingerprints against those the
+  // checkpoint was trained with (checkpoints from before they were recorded
+  // have none): continuing on other text would mix two trainings under one
+  // experiment id.
+  void check_same_data(const core::Checkpoint& c, const std::string& path) const {
+    for (const auto& [key, now] : hooks.checkpoint_strings) {
+      if (key.rfind("data.", 0) != 0) continue;
+      auto it = c.strings.find(key);
+      if (it == c.strings.end() || it->second == now) continue;
+      const std::string split = key.substr(5);
+      const std::string file = split == "train" ? config.data.train : split == "valid" ? config.data.valid : "";
+      throw InputError(path + ": this checkpoint was trained on other " + split + " data than " +
+                       (file.empty() ? "the corpus gives" : file + " holds") + " now (corpus fingerprint " +
+                       it->second + " then, " + now +
+                       " now): put the corpus back as it was, or train the experiment afresh in another directory");
+    }
+  }
+
   void restore(const core::Checkpoint& c) {
     auto get_int = [&](const std::string& k) {
       auto it = c.ints.find(k);
@@ -428,7 +446,9 @@ struct Trainer::Impl {
       group.broadcast(all);
       return 0;
     }
-    restore(mine ? *mine : core::read_checkpoint(path));
+    const core::Checkpoint c = mine ? std::move(*mine) : core::read_checkpoint(path);
+    check_same_data(c, path);
+    restore(c);
     spdlog::info("resumed from {} (step {}, epoch {})", path, step, sampler->state().epoch);
     if (group.is_root()) {
       const std::string best = ckpt.repair_best(best_step);

@@ -2,6 +2,8 @@
 // every error path: each error must name the file and line.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "data/contrastive.h"
 #include "data/corpus.h"
 #include "data/iwslt.h"
@@ -185,6 +187,36 @@ TEST_CASE("TSV with and without document ids") {
   CHECK(read_parallel(d.path("p.src"), d.path("p.tgt")) == c);
   write_parallel(c, d.path("q.src"), d.path("q.tgt"), d.path("q.docids"));
   CHECK(read_parallel(d.path("q.src"), d.path("q.tgt"), d.path("q.docids")) == c);
+}
+
+TEST_CASE("corpus fingerprints follow the text and the document boundaries, not the format or ids") {
+  ScratchDir d;
+  write_file(d.path("a.tsv"), "Hallo.\tHello.\td1\nJa.\tYes.\td1\nNein.\tNo.\td2\n");
+  const Corpus a = read_tsv(d.path("a.tsv"));
+  const std::string fp = corpus_fingerprint(a);
+  CHECK(fp.size() == 16);
+  CHECK(fp.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(corpus_summary(a) == fp + " (2 documents, 3 sentences)");
+  // The same text as plain parallel files (ids "1", "2") and with other ids.
+  write_file(d.path("p.de"), "Hallo.\nJa.\n\nNein.\n");
+  write_file(d.path("p.en"), "Hello.\nYes.\n\nNo.\n");
+  CHECK(corpus_fingerprint(read_parallel(d.path("p.de"), d.path("p.en"))) == fp);
+  write_file(d.path("b.tsv"), "Hallo.\tHello.\tx\nJa.\tYes.\tx\nNein.\tNo.\ty\n");
+  CHECK(corpus_fingerprint(read_tsv(d.path("b.tsv"))) == fp);
+  // Any change of a sentence, a side or a boundary changes it.
+  std::vector<Corpus> changed(5, a);
+  changed[0].documents[1].sentences[0].tgt = "No!";
+  changed[1].documents[0].sentences[0].src = "Hallo!";
+  std::swap(changed[2].documents[0].sentences[0].src, changed[2].documents[0].sentences[0].tgt);
+  // Ja. moves into the second document.
+  changed[3].documents[1].sentences.insert(changed[3].documents[1].sentences.begin(), a.documents[0].sentences[1]);
+  changed[3].documents[0].sentences.pop_back();
+  // A word moved across the source/target boundary.
+  changed[4].documents[0].sentences[0].src = "Hallo. Hello.";
+  changed[4].documents[0].sentences[0].tgt = "";
+  std::set<std::string> all = {fp};
+  for (const Corpus& c : changed) all.insert(corpus_fingerprint(c));
+  CHECK(all.size() == 6);
 }
 
 TEST_CASE("TSV: every error names the file and line") {

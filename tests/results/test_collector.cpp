@@ -930,6 +930,47 @@ TEST_CASE("collector: bad input", "[results][collector]") {
   CHECK(named);
 }
 
+TEST_CASE("collector: a test set scored on different texts is reported", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  // Every completed store records the test text it was scored on; one of them another text.
+  std::vector<std::string> completed;
+  for (auto& entry : fs::directory_iterator(f.run / "exp")) {
+    const std::string path = (entry.path() / "store.h5").string();
+    if (!fs::exists(path)) continue;
+    try {
+      if (core::ExperimentStore::read(path).status.state != core::RunState::completed) continue;
+    } catch (const std::exception&) {
+      continue;  // the sweep's unreadable store
+    }
+    completed.push_back(entry.path().filename().string());
+  }
+  std::sort(completed.begin(), completed.end());
+  REQUIRE(completed.size() == 7);
+  auto record = [&](const std::string& id, const std::string& fingerprint) {
+    core::ExperimentStore store = core::ExperimentStore::open((f.run / "exp" / id / "store.h5").string());
+    store.set_text("data.test.test", fingerprint + " (12 documents, 120 sentences)");
+    store.commit();
+  };
+  for (const std::string& id : completed) record(id, "00000000000000aa");
+  std::ostringstream log;
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "same").string();
+  CHECK(collect(o, log).problems.size() == 1);  // the unreadable store only
+  record(completed[3], "00000000000000bb");
+  o.out_dir = (dir.path() / "different").string();
+  const CollectReport r = collect(o, log);
+  REQUIRE(r.problems.size() == 2);
+  const std::string& p = r.problems[1];
+  // The experiments of each text, in the sweep's order, three named at most.
+  CHECK_THAT(p, Catch::StartsWith((f.run / "exp").string() +
+                                  ": test set test was scored on different texts, its scores do not compare: "
+                                  "fingerprint 00000000000000aa by 6 experiment(s) ("));
+  CHECK_THAT(p, Catch::Contains(", ...); fingerprint 00000000000000bb by 1 experiment(s) (" + completed[3] + ")"));
+  CHECK_THAT(core::read_text((dir.path() / "different" / "report.md").string()), Catch::Contains("scored on different texts"));
+}
+
 TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
   ReportCell s = summarize({1, 2, 3, kNaN});
   CHECK(s.n == 3);

@@ -205,6 +205,15 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
   auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
   CHECK(mem.rows.size() == 3);
+  // The text trained, validated and scored on: "<16 hex digits> (<n> documents, <m> sentences)".
+  for (const char* k : {"data.train", "data.valid", "data.test.test"}) {
+    INFO(k);
+    REQUIRE(s.texts.count(k));
+    const std::string& v = s.texts[k];
+    CHECK(v.find_first_not_of("0123456789abcdef") == 16);
+    CHECK_THAT(v, Catch::Contains(" documents, ") && Catch::EndsWith(" sentences)"));
+  }
+  CHECK(s.texts["data.train"] != s.texts["data.test.test"]);
   // Per-segment statistics: as many segments as hypotheses, summing to the corpus scores.
   REQUIRE(s.tables.count("test/segments"));
   const results::SegmentStats seg = results::segment_stats(s.tables["test/segments"]);

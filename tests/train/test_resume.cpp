@@ -16,6 +16,8 @@
 #include "core/checkpoint.h"
 #include "core/signals.h"
 #include "core/store.h"
+#include "data/corpus.h"
+#include "train/prepare.h"
 #include "train/experiment.h"
 #include "train_helpers.h"
 
@@ -167,6 +169,56 @@ TEST_CASE("a damaged best.h5 is copied again from the best step's file at resume
   CHECK_THAT(read_text(dir + "/log.txt"), Catch::Contains("the best checkpoint does not open: " + best) &&
                                               Catch::Contains("copied again from " + ck.path_for_step(6)));
   CHECK(core::read_checkpoint(best).ints.at("step") >= 6);
+}
+
+TEST_CASE("a resume on changed validation text fails the experiment, naming both fingerprints, and keeps its checkpoints") {
+  TempDir tmp;
+  // A user TSV corpus: the synthetic corpus's splits copied out.
+  const core::ExperimentConfig synthetic = train_test::tiny_config();
+  train::prepare_data(synthetic, tmp.path("synthetic"), false);
+  const std::string data_dir = tmp.path("synthetic") + "/data/" + train::synthetic_key(synthetic);
+  const std::string train_tsv = tmp.path("train.tsv"), valid_tsv = tmp.path("valid.tsv");
+  write_text(train_tsv, read_text(data_dir + "/train.tsv"));
+  const std::string valid_text = read_text(data_dir + "/valid.tsv");
+  write_text(valid_tsv, valid_text);
+  const core::ExperimentConfig c = train_test::tiny_config(
+      {{"data.corpus", "\"tsv\""}, {"data.train", "\"" + train_tsv + "\""}, {"data.valid", "\"" + valid_tsv + "\""}});
+  const std::string dir = tmp.path("exp");
+  REQUIRE(run_stopped_at(c, dir, 5).state == core::RunState::interrupted);
+  // The store names the text trained and validated on.
+  data::CorpusOptions o;
+  o.format = "tsv";
+  o.path = valid_tsv;
+  const std::string before = data::corpus_fingerprint(data::read_corpus(o));
+  auto texts = core::ExperimentStore::read(dir + "/store.h5").texts;
+  CHECK_THAT(texts["data.valid"], Catch::StartsWith(before + " ("));
+  CHECK_THAT(texts["data.train"], Catch::EndsWith(" sentences)"));
+
+  // One validation reference edited: the checkpoints were validated (and the
+  // best one chosen) on the old text.
+  std::string edited = valid_text;
+  const size_t tab = edited.find('\t');
+  edited.insert(tab + 1, "edited ");
+  write_text(valid_tsv, edited);
+  const std::string after = data::corpus_fingerprint(data::read_corpus(o));
+  REQUIRE(after != before);
+  core::CheckpointDir ck(dir + "/ckpt");
+  const std::vector<int64_t> steps = ck.steps();
+  const std::string step5 = read_text(ck.path_for_step(5));
+  train::RunResult r = run(c, dir);
+  CHECK(r.state == core::RunState::failed);
+  CHECK(r.error == ck.path_for_step(5) + ": this checkpoint was trained on other valid data than " + valid_tsv +
+                       " holds now (corpus fingerprint " + before + " then, " + after +
+                       " now): put the corpus back as it was, or train the experiment afresh in another directory");
+  CHECK(ck.steps() == steps);
+  CHECK(read_text(ck.path_for_step(5)) == step5);
+  CHECK(core::ExperimentStore::read(dir + "/store.h5").texts["data.valid"] == texts["data.valid"]);
+
+  // Put back, the experiment resumes and completes.
+  write_text(valid_tsv, valid_text);
+  train::RunResult r2 = run(c, dir);
+  INFO(r2.error);
+  CHECK(r2.state == core::RunState::completed);
 }
 
 TEST_CASE("resume is exact after SIGKILL of `mambamt train` at a random moment", "[slow]") {
