@@ -37,10 +37,11 @@ Command collect_command() {
   };
   spec.description =
       "Works on a running sweep too (partial results are marked). Writes one ablation table per\n"
-      "grid axis, the baseline comparison (speed and memory relative to the Transformer, and paired\n"
-      "bootstrap p-values of BLEU and chrF against it, seed by seed), length-sensitivity and\n"
-      "contrastive tables, SVG plots, summary.h5 and report.md. Unreadable stores are reported by\n"
-      "path and skipped.";
+      "grid axis, the baseline comparison (speed and memory relative to the Transformer),\n"
+      "length-sensitivity and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF\n"
+      "differences are tested by paired bootstrap resampling, seed by seed on the stores' segment\n"
+      "statistics: each model against the Transformer, each ablation row against the axis's base\n"
+      "value. Unreadable stores, and test sets scored on different texts, are reported by path.";
   return {spec, [](const ParsedArgs& a) {
             results::CollectOptions opt;
             opt.run_dir = a.positional[0];

@@ -94,29 +94,6 @@ ReportRow metric_row(const SweepData& sweep, const PointGroup* g, const std::str
   return row;
 }
 
-ReportTable ablation_table(const SweepView& view, size_t k) {
-  const SweepData& sweep = *view.sweep;
-  const SweepAxis& axis = sweep.axes[k];
-  ReportTable t;
-  t.name = "ablation_" + detail::file_stem(axis.key);
-  t.title = "Ablation: " + axis.key;
-  std::string others;
-  for (size_t j = 0; j < sweep.axes.size(); ++j) {
-    if (j == k) continue;
-    others += (others.empty() ? "" : ", ") + sweep.axes[j].key + " = " +
-              detail::display_value(sweep.axes[j].key, sweep.axes[j].target);
-  }
-  t.caption = axis.key + " varied" + (others.empty() ? "" : " with " + others) + "; test set " + view.test_set +
-              "; mean \u00b1 std over seeds (n)";
-  t.row_title = axis.key;
-  auto defs = metric_defs(sweep, view.test_set, false);
-  for (auto& m : defs) t.columns.push_back(column_of(m));
-  for (auto& [value, g] : view.axis_rows(k))
-    t.rows.push_back(metric_row(sweep, g, value, detail::display_value(axis.key, value), defs));
-  mark_best(t);
-  return t;
-}
-
 // The test set's per-segment statistics of a completed point (null without them).
 std::optional<SegmentStats> segments_of(const SweepPoint& p, const std::string& set) {
   if (!p.store || p.state != "completed") return std::nullopt;
@@ -158,6 +135,58 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
     return c;
   };
   return {cell(bleu), cell(chrf)};
+}
+
+ReportTable ablation_table(const SweepView& view, size_t k) {
+  const SweepData& sweep = *view.sweep;
+  const SweepAxis& axis = sweep.axes[k];
+  const auto rows = view.axis_rows(k);
+  // The row the others are tested against: the axis at its target (base) value.
+  const PointGroup* target = nullptr;
+  for (auto& [value, g] : rows)
+    if (value == axis.target) target = g;
+  ReportTable t;
+  t.name = "ablation_" + detail::file_stem(axis.key);
+  t.title = "Ablation: " + axis.key;
+  std::string others;
+  for (size_t j = 0; j < sweep.axes.size(); ++j) {
+    if (j == k) continue;
+    others += (others.empty() ? "" : ", ") + sweep.axes[j].key + " = " +
+              detail::display_value(sweep.axes[j].key, sweep.axes[j].target);
+  }
+  const std::string target_label = detail::display_value(axis.key, axis.target);
+  t.caption = axis.key + " varied" + (others.empty() ? "" : " with " + others) + "; test set " + view.test_set +
+              "; mean \u00b1 std over seeds (n)" +
+              (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
+                            axis.key + " = " + target_label +
+                            " of the same seed on the same segments, the largest p over the seeds (n)"
+                      : std::string());
+  t.row_title = axis.key;
+  auto defs = metric_defs(sweep, view.test_set, false);
+  // The p-values follow the metric they test.
+  std::vector<int> metric_of;  // per column: index into defs, or -1 (BLEU p), -2 (chrF p)
+  for (size_t m = 0; m < defs.size(); ++m) {
+    t.columns.push_back(column_of(defs[m]));
+    metric_of.push_back(static_cast<int>(m));
+    if (target && (defs[m].key == "bleu" || defs[m].key == "chrf")) {
+      const bool bleu = defs[m].key == "bleu";
+      t.columns.push_back(make_column(bleu ? "bleu_p_vs_base" : "chrf_p_vs_base",
+                                      std::string(bleu ? "BLEU" : "chrF") + " p vs " + target_label, 3, Better::kNone));
+      metric_of.push_back(bleu ? -1 : -2);
+    }
+  }
+  for (auto& [value, g] : rows) {
+    ReportRow full = metric_row(sweep, g, value, detail::display_value(axis.key, value), defs);
+    std::pair<ReportCell, ReportCell> p;
+    if (g && target && g != target) p = significance_cells(*g, *target, view.test_set);
+    ReportRow row = full;
+    row.cells.clear();
+    for (int m : metric_of)
+      row.cells.push_back(m >= 0 ? full.cells[static_cast<size_t>(m)] : (m == -1 ? p.first : p.second));
+    t.rows.push_back(std::move(row));
+  }
+  mark_best(t);
+  return t;
 }
 
 ReportTable baseline_table(const SweepView& view) {

@@ -21,7 +21,8 @@
 //                               and tables/<name>.tex fragments to \input
 //   tables/<name>.json   (json) the CSV's records; summary.json: status, points and tables nested
 // Tables: ablation_<axis> (one per grid axis: rows are the axis values, the other
-// axes at the base point), baselines (variants and the base hybrid, speed and
+// axes at the base point, with the p-values of the same paired test against
+// the axis's base value), baselines (variants and the base hybrid, speed and
 // memory relative to the Transformer, and the p-values of sacreBLEU's paired
 // bootstrap test of BLEU and chrF against the Transformer of the same seed,
 // from the stores' results/<set>/segments; the largest over the seeds),

@@ -16,9 +16,10 @@
 namespace mambamt::train {
 
 // The searches of an experiment's evaluation: its [eval] settings with
-// `beam_size` (n-best lists of eval.nbest hypotheses, at most beam_size); on a GPU the steps are replayed from CUDA graphs when the
-// environment has MAMBAMT_CUDA_GRAPHS=1 (a switch outside the config: it
-// changes speed, not results, so it stays out of the experiment's identity).
+// `beam_size` (n-best lists of eval.nbest hypotheses, at most beam_size); on
+// a GPU the steps are replayed from CUDA graphs when the environment has
+// MAMBAMT_CUDA_GRAPHS=1 (a switch outside the config: it changes speed, not
+// results, so it stays out of the experiment's identity).
 // Any value but empty, 0 or 1 is an InputError naming the variable.
 models::SearchOptions search_options(const core::EvalConfig& eval, int64_t beam_size);
 

@@ -295,12 +295,16 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.25/64/1") {
           Results r = res(28, 190, 900, 650, 2.1e6);
+          r.garbled_every = 3;  // against a tenth for the base: significant
           r.recall_written = false;
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.25/64/2") {
           write_store(f.run, p, c, "running", Results{});
         } else if (key == "0.125/32/1") {
-          write_store(f.run, p, c, "completed", res(29, 230, 1200, 500, 1.8e6));
+          Results r = res(29, 230, 1200, 500, 1.8e6);
+          r.garbled_every = 10;  // one translation more garbled than the base's: not significant
+          r.garbled = {5};
+          write_store(f.run, p, c, "completed", r);
         } else if (key == "0.125/32/2") {
           write_store(f.run, p, c, "failed", Results{}, "CUDA out of memory at step 7");
         } else if (key == "0.25/32/1") {
@@ -517,6 +521,27 @@ TEST_CASE("collector: ablation tables hold mean, std and n over seeds with the b
   CHECK(cell(ds, "32", "peak_memory_mb").best);
   CHECK(cell(ds, "32", "decode_tokens_per_s").best);
   CHECK(cell(ds, "64", "bleu").best);
+
+  // Paired bootstrap against the base value of the axis, seed by seed (only
+  // seed 1 has a completed point in both rows).
+  CHECK_THAT(ratio.caption, Catch::Contains("against model.attention_ratio = 0.125 (1:7) of the same seed"));
+  for (const char* col : {"bleu_p_vs_base", "chrf_p_vs_base"}) {
+    INFO(col);
+    CHECK(cell(ratio, "0.25", col).n == 1);
+    CHECK(cell(ratio, "0.25", col).mean < 0.01);
+    CHECK_FALSE(cell(ratio, "0.125", col).has_value());
+    CHECK(cell(ds, "32", col).n == 1);
+    CHECK(cell(ds, "32", col).mean > 0.05);
+    CHECK_FALSE(cell(ds, "64", col).has_value());
+  }
+  // Each p follows its metric.
+  std::vector<std::string> keys;
+  for (const ReportColumn& col : ratio.columns) keys.push_back(col.key);
+  const auto bleu_at = std::find(keys.begin(), keys.end(), "bleu");
+  REQUIRE(bleu_at + 1 < keys.end());
+  CHECK(*(bleu_at + 1) == "bleu_p_vs_base");
+  CHECK(*(std::find(keys.begin(), keys.end(), "chrf") + 1) == "chrf_p_vs_base");
+  CHECK(ratio.columns[static_cast<size_t>(bleu_at - keys.begin()) + 1].title == "BLEU p vs 0.125 (1:7)");
 
   const std::string md = table_markdown(ratio);
   CHECK(md.find("| 0.125 (1:7) (base) | 2 completed |") != std::string::npos);
