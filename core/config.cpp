@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace mambamt::core {
 namespace {
@@ -1076,20 +1077,9 @@ std::string config_reference_markdown() {
 }
 
 std::string short_hash(const std::string& text, int digits) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  // Extra avalanche so nearby texts differ in the leading digits too.
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return std::string(buf, std::min(digits, 16));
+  Fnv64 h;
+  h.add(text);
+  return h.hex(digits);
 }
 
 }  // namespace mambamt::core

@@ -1,12 +1,12 @@
 #include "data/corpus.h"
 
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "data/detail/text.h"
 #include "data/iwslt.h"
 
@@ -22,36 +22,19 @@ int64_t Corpus::num_sentences() const {
 }
 
 std::string corpus_fingerprint(const Corpus& corpus) {
-  // FNV-1a 64 over the sentences, a separator byte between source and
-  // target (0x1f), sentences (0x1e) and documents (0x1d), then a final mix.
-  uint64_t h = 1469598103934665603ULL;
-  auto add = [&h](const std::string& text) {
-    for (unsigned char c : text) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-  };
-  auto mark = [&h](unsigned char c) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  };
+  // The sentences with a separator byte after each source (0x1f), each
+  // target (0x1e) and each document (0x1d).
+  core::Fnv64 h;
   for (const Document& d : corpus.documents) {
     for (const SentencePair& p : d.sentences) {
-      add(p.src);
-      mark(0x1f);
-      add(p.tgt);
-      mark(0x1e);
+      h.add(p.src);
+      h.add_byte(0x1f);
+      h.add(p.tgt);
+      h.add_byte(0x1e);
     }
-    mark(0x1d);
+    h.add_byte(0x1d);
   }
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ULL;
-  h ^= h >> 33;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return h.hex();
 }
 
 std::string corpus_summary(const Corpus& corpus) {
