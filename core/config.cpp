@@ -855,6 +855,32 @@ std::string ExperimentConfig::canonical() const {
 
 std::string ExperimentConfig::id() const { return short_hash(canonical(), 12); }
 
+std::string ExperimentConfig::training_id() const {
+  ExperimentConfig t = *this;
+  const EvalConfig defaults;
+  EvalConfig& e = t.eval;
+  e.beam_size = defaults.beam_size;
+  e.length_penalty = defaults.length_penalty;
+  e.nbest = defaults.nbest;
+  e.doc_decode = defaults.doc_decode;
+  e.bootstrap_samples = defaults.bootstrap_samples;
+  e.length_buckets = defaults.length_buckets;
+  e.contrastive = defaults.contrastive;
+  e.entity_recall = defaults.entity_recall;
+  e.extrapolation = defaults.extrapolation;
+  e.comet = defaults.comet;
+  e.max_examples = defaults.max_examples;
+  if (train.valid_metric == "loss") {
+    // Validation decodes only for a BLEU or chrF criterion.
+    e.max_len_a = defaults.max_len_a;
+    e.max_len_b = defaults.max_len_b;
+    e.batch_tokens = defaults.batch_tokens;
+    e.bleu_tokenize = defaults.bleu_tokenize;
+    e.lowercase = defaults.lowercase;
+  }
+  return short_hash("training\n" + t.canonical(), 12);
+}
+
 ExperimentConfig parse_experiment(const std::string& text, const std::string& source) {
   if (is_grid_text(text))
     throw InputError(source + ": this is a grid file ([sweep]/[grid]); `train` takes an experiment file, `sweep` a grid");

@@ -72,6 +72,14 @@ struct ExperimentConfig {
   std::string canonical() const;
   // Short stable hash of canonical(): 12 hex digits.
   std::string id() const;
+  // The id of the training alone: id() with the [eval] fields that training
+  // does not read set to their defaults (beam_size, length_penalty, nbest,
+  // doc_decode, bootstrap_samples, length_buckets, contrastive, entity_recall,
+  // extrapolation, comet, max_examples; and, when train.valid_metric is loss,
+  // the validation decoding's max_len_a, max_len_b, batch_tokens,
+  // bleu_tokenize and lowercase). Experiments with equal training ids train
+  // the same model; a sweep trains it once (sweep.share_training).
+  std::string training_id() const;
 
   bool operator==(const ExperimentConfig& o) const {
     return model == o.model && data == o.data && train == o.train && eval == o.eval;

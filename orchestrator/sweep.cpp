@@ -85,17 +85,18 @@ std::string group_bcast(MPI_Comm group, const std::string& text) {
 struct Assignment {
   std::string id, name;
   bool reset_attempts = false;
-  std::string config;  // canonical TOML
+  std::string train_from;  // a completed experiment of the same training (RunOptions::train_from), or ""
+  std::string config;      // canonical TOML
 };
 
 std::string encode(const Assignment& a) {
-  return a.id + "\n" + a.name + "\n" + (a.reset_attempts ? "1" : "0") + "\n" + a.config;
+  return a.id + "\n" + a.name + "\n" + (a.reset_attempts ? "1" : "0") + "\n" + a.train_from + "\n" + a.config;
 }
 
 Assignment decode(const std::string& s) {
-  auto parts = split(s, '\n', 4);
-  if (parts.size() != 4) throw Error("malformed experiment assignment");
-  return {parts[0], parts[1], parts[2] == "1", parts[3]};
+  auto parts = split(s, '\n', 5);
+  if (parts.size() != 5) throw Error("malformed experiment assignment");
+  return {parts[0], parts[1], parts[2] == "1", parts[3], parts[4]};
 }
 
 struct WorkerContext {
@@ -141,6 +142,7 @@ std::string run_assignment(const WorkerContext& ctx, const Assignment& a, bool l
     ro.ranks_on_node = opt.ranks_on_node;
     ro.job_id = opt.job_id;
     ro.reset_attempts = a.reset_attempts;
+    ro.train_from = a.train_from;
     ro.on_progress = [&](const train::Progress& p) { step = p.step; };
     if (!opt.runner) throw Error("no experiment runner");
     r = opt.runner(config, ro);
@@ -215,6 +217,11 @@ class Coordinator {
               std::vector<int> leader_ranks, SweepSummary base)
       : opt_(opt), grid_(grid), dir_(dir), queue_(std::move(queue)), summary_(std::move(base)) {
     me_ = this_process(opt.job_id, opt.restart_count);
+    // Points of equal training ids train once (sweep.share_training); "" = alone.
+    training_ids_.assign(grid_.points.size(), "");
+    if (grid_.grid.sweep.share_training)
+      for (size_t i = 0; i < grid_.points.size(); ++i)
+        if (grid_.points[i].valid()) training_ids_[i] = grid_.points[i].config->training_id();
     for (int r : leader_ranks) {
       Leader l;
       l.rank = r;
@@ -303,6 +310,29 @@ class Coordinator {
     return n;
   }
 
+  // Whether a leader is running a point of the same training as point i.
+  bool twin_in_training(size_t i) {
+    if (training_ids_[i].empty()) return false;
+    for (auto& [r, l] : leaders_)
+      if (l.busy && !l.lost && l.point != i && training_ids_[l.point] == training_ids_[i]) {
+        if (waiting_.insert(i).second)
+          log("wait " + describe(i) + ": it shares the training of " + describe(l.point) + ", running");
+        return true;
+      }
+    return false;
+  }
+
+  // The directory of a completed point of the same training as point i, or "".
+  std::string trained_twin(size_t i) const {
+    if (training_ids_[i].empty() || opt_.simulate_ms >= 0) return "";
+    for (size_t j = 0; j < grid_.points.size(); ++j) {
+      if (j == i || training_ids_[j] != training_ids_[i]) continue;
+      if (point_state(dir_, grid_.points[j], grid_.grid.sweep.retries, false).need == Need::done)
+        return dir_.exp_dir(grid_.points[j].id);
+    }
+    return "";
+  }
+
   std::string describe(size_t i) const {
     const GridPoint& p = grid_.points[i];
     return p.id + " (" + p.name + (grid_.grid.sweep.seeds.size() > 1 ? ", seed " + std::to_string(p.seed) : "") + ")";
@@ -318,8 +348,11 @@ class Coordinator {
       if (queue_.empty()) return;
       if (!l.ready || l.busy || l.lost) continue;
       while (!queue_.empty()) {
-        size_t i = queue_.front();
-        queue_.pop_front();
+        // A point whose training another one is doing waits for it; the others go first.
+        auto pick = std::find_if(queue_.begin(), queue_.end(), [&](size_t i) { return !twin_in_training(i); });
+        if (pick == queue_.end()) return;
+        size_t i = *pick;
+        queue_.erase(pick);
         const GridPoint& p = grid_.points[i];
         std::string exp_dir = dir_.exp_dir(p.id);
         std::optional<int64_t> gen;
@@ -339,7 +372,8 @@ class Coordinator {
             continue;
           }
         }
-        Assignment a{p.id, p.name, opt_.retry_failed && retried_.insert(i).second, p.config->canonical()};
+        Assignment a{p.id, p.name, opt_.retry_failed && retried_.insert(i).second, trained_twin(i),
+                     p.config->canonical()};
         double t = now();
         // Not MPI_Send: with more ranks than cores (mpi_yield_when_idle) a
         // blocking send gives up the CPU while it completes, and the next
@@ -356,6 +390,7 @@ class Coordinator {
         l.step = 0;
         ++summary_.ran;
         log(progress() + " start " + describe(i) + " on rank " + std::to_string(r));
+        if (!a.train_from.empty()) log("  " + p.id + " shares the training of " + a.train_from);
         break;
       }
     }
@@ -461,6 +496,8 @@ class Coordinator {
   const ExpandedGrid& grid_;
   const RunDirectory& dir_;
   std::deque<size_t> queue_;
+  std::vector<std::string> training_ids_;  // per point; "" = trains alone
+  std::set<size_t> waiting_;               // points logged as waiting for a twin
   SweepSummary summary_;
   std::map<int, Leader> leaders_;
   std::set<size_t> retried_;

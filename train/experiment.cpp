@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <limits>
 #include <optional>
 
 #include <spdlog/spdlog.h>
@@ -62,6 +63,80 @@ RunResult fail(core::ExperimentStore* store, const std::string& message, int64_t
   r.step = step;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
+}
+
+// The training of a completed experiment of the same training id taken over
+// (RunOptions::train_from): its checkpoint files linked into `ckpt_dir`
+// (through a temporary directory renamed into place), its metric series and
+// validation results copied into `store`. Returns its outcome, or nothing
+// (with the reason logged) when it does not qualify.
+std::optional<TrainOutcome> adopt_training(const core::ExperimentConfig& config, const std::string& twin_dir,
+                                           const PreparedData& data, const std::string& ckpt_dir,
+                                           core::ExperimentStore& store) {
+  auto refuse = [&](const std::string& why) -> std::optional<TrainOutcome> {
+    spdlog::warn("not sharing the training of {}: {}; training here", twin_dir, why);
+    return std::nullopt;
+  };
+  if (core::CheckpointDir(ckpt_dir).latest_step()) return std::nullopt;  // our own checkpoints: resume them
+  core::StoreSnapshot twin;
+  try {
+    twin = core::ExperimentStore::read((fs::path(twin_dir) / "store.h5").string());
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  if (twin.status.state != core::RunState::completed) return refuse("it is not completed");
+  try {
+    if (core::parse_experiment(twin.config, twin_dir).training_id() != config.training_id())
+      return refuse("its training differs");
+  } catch (const std::exception& e) {
+    return refuse(e.what());
+  }
+  for (const auto& [key, corpus] : {std::pair<std::string, const data::Corpus*>{"data.train", &data.train_corpus},
+                                    {"data.valid", &data.valid_corpus}}) {
+    auto it = twin.texts.find(key);
+    if (it == twin.texts.end() || it->second != data::corpus_summary(*corpus))
+      return refuse(key + " was " + (it == twin.texts.end() ? "not recorded" : it->second) + " there, " +
+                    data::corpus_summary(*corpus) + " here");
+  }
+  const fs::path from = fs::path(twin_dir) / "ckpt";
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(from, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool checkpoint = name == "best.h5" || (name.rfind("step_", 0) == 0 && entry.path().extension() == ".h5");
+    if (entry.is_regular_file() && checkpoint) files.push_back(entry.path());
+  }
+  if (ec || files.empty()) return refuse("no checkpoint files in " + from.string());
+  const fs::path tmp = fs::path(ckpt_dir).string() + ".shared-tmp";
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp);
+  for (const fs::path& f : files) {
+    fs::create_hard_link(f, tmp / f.filename(), ec);
+    if (ec) fs::copy_file(f, tmp / f.filename());  // another filesystem
+  }
+  if (fs::exists(ckpt_dir)) fs::remove_all(ckpt_dir);  // no checkpoint in it (above)
+  fs::rename(tmp, ckpt_dir);
+
+  for (const auto& [name, series] : twin.metrics)
+    for (const core::MetricPoint& m : series) store.append_metric(name, m.step, m.value, m.time);
+  auto scalar = [&](const std::string& key) {
+    auto it = twin.scalars.find(key);
+    return it == twin.scalars.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+  };
+  TrainOutcome out;
+  out.reason = StopReason::max_steps;
+  out.step = twin.status.step;
+  out.tokens_per_s = scalar("efficiency/train_tokens_per_s");
+  out.peak_memory_mb = scalar("efficiency/peak_memory_mb");
+  out.best_loss = scalar("valid/best_loss");
+  const double best_step = scalar("valid/best_step");
+  out.best_step = std::isnan(best_step) ? -1 : static_cast<int64_t>(best_step);
+  store.set_text("training", "shared with experiment " + twin.experiment_id + " (" + twin_dir +
+                                 "): the same training, other evaluation settings; its checkpoints are linked here");
+  store.commit();
+  spdlog::info("sharing the training of experiment {} ({}): {} checkpoint file(s) linked, step {}", twin.experiment_id,
+               twin_dir, files.size(), out.step);
+  return out;
 }
 
 }  // namespace
@@ -171,15 +246,31 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
     hooks.checkpoint_strings["data.train"] = data::corpus_fingerprint(data.train_corpus);
     hooks.checkpoint_strings["data.valid"] = data::corpus_fingerprint(data.valid_corpus);
     const std::string ckpt_dir = (fs::path(exp_dir) / "ckpt").string();
-    Trainer trainer(config, data, model, group, device, st, ckpt_dir, hooks);
-    trainer.resume();
-    if (st) {
+    // Another experiment's training, when the sweep found one of the same
+    // training id completed: rank 0 takes it over, every rank skips training.
+    std::optional<TrainOutcome> shared;
+    if (!options.train_from.empty()) {
+      if (group.is_root() && st) shared = adopt_training(config, options.train_from, data, ckpt_dir, *st);
+      if (group.broadcast(shared ? std::string("shared") : std::string()).empty()) shared.reset();
+      else if (!shared) shared.emplace();  // the other ranks of the group: nothing to train
+    }
+    auto record_data = [&] {
+      if (!st) return;
       st->set_text("data.train", data::corpus_summary(data.train_corpus));
       st->set_text("data.valid", data::corpus_summary(data.valid_corpus));
+    };
+    TrainOutcome out;
+    if (shared) {
+      record_data();
+      out = *shared;
+    } else {
+      Trainer trainer(config, data, model, group, device, st, ckpt_dir, hooks);
+      trainer.resume();
+      record_data();
+      if (config.train.activation_checkpointing)
+        spdlog::warn("train.activation_checkpointing: not applied (the model stacks offer no per-layer hook yet)");
+      out = trainer.train();
     }
-    if (config.train.activation_checkpointing)
-      spdlog::warn("train.activation_checkpointing: not applied (the model stacks offer no per-layer hook yet)");
-    TrainOutcome out = trainer.train();
     step = out.step;
 
     if (out.reason == StopReason::diverged) return fail(st, out.error, step, t0);

@@ -68,6 +68,14 @@ struct RunOptions {
   std::function<void(int64_t step, const std::string& point)> on_step_point;
   // Skip the evaluation after training (tests of the training loop).
   bool skip_evaluation = false;
+  // The directory of a completed experiment of the same training
+  // (ExperimentConfig::training_id; the sweep passes it with
+  // sweep.share_training): when this experiment has no checkpoint yet, its
+  // checkpoints are hard-linked (copied where links fail) into ckpt/, its
+  // training metrics and validation results copied into the store, and only
+  // the evaluation runs. Anything that does not match (another training id,
+  // other training or validation text, no checkpoints) trains as usual.
+  std::string train_from;
 };
 
 struct RunResult {

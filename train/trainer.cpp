@@ -355,6 +355,17 @@ struct Trainer::Impl {
     }
   }
 
+  // Whether the checkpoint's config trains what ours does.
+  bool same_training(const core::Checkpoint& c) const {
+    auto text = c.strings.find("config");
+    if (text == c.strings.end()) return false;
+    try {
+      return core::parse_experiment(text->second, "checkpoint").training_id() == config.training_id();
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+
   void restore(const core::Checkpoint& c) {
     auto get_int = [&](const std::string& k) {
       auto it = c.ints.find(k);
@@ -366,8 +377,9 @@ struct Trainer::Impl {
       if (it == c.floats.end()) throw InputError("checkpoint: missing " + k);
       return it->second;
     };
+    // Ours, or one of the same training (a sweep's shared training, RunOptions::train_from).
     auto id = c.strings.find("experiment_id");
-    if (id == c.strings.end() || id->second != config.id())
+    if (id == c.strings.end() || (id->second != config.id() && !same_training(c)))
       throw InputError("checkpoint of another experiment (" + (id == c.strings.end() ? std::string("?") : id->second) +
                        ", this is " + config.id() + ")");
     {

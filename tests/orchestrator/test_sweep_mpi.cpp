@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/checkpoint.h"
+#include "core/config.h"
 #include "core/store.h"
 #include "orchestrator/grid.h"
 #include "orchestrator/rundir.h"
@@ -251,6 +252,43 @@ TEST_CASE("the coordinator killed: the resubmission finishes the rest and rewrit
     CHECK(now.mtime.tv_nsec == f.mtime.tv_nsec);
     CHECK(r.output.find("start " + id) == std::string::npos);
   }
+}
+
+TEST_CASE("points that differ only in the beam size train once: the twin waits, then evaluates the checkpoints",
+          "[orchestrator][mpi]") {
+  Sweep s("[grid]\neval.beam_size = [1, 2]\nmodel.d_state = [4, 8]\n", "seeds = [1]\nretries = 0\n", 6, 3);
+  // 3 workers for 4 points of 2 trainings: one worker waits.
+  auto r = run_shell(mpirun(3) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(r.output.substr(r.output.size() > 8000 ? r.output.size() - 8000 : 0));
+  REQUIRE(r.code == 0);
+  auto all = stores(s.run_dir);
+  REQUIRE(all.size() == 4);
+  std::map<std::string, std::vector<std::string>> by_training;  // training id -> experiment ids
+  for (auto& [id, st] : all) {
+    CHECK(st.status.state == core::RunState::completed);
+    CHECK(st.scalars.count("test/bleu"));
+    by_training[core::parse_experiment(st.config, id).training_id()].push_back(id);
+  }
+  REQUIRE(by_training.size() == 2);
+  for (auto& [training, ids] : by_training) {
+    REQUIRE(ids.size() == 2);
+    const core::StoreSnapshot &x = all.at(ids[0]), &y = all.at(ids[1]);
+    // One trained, the other took its checkpoints over.
+    const bool x_shared = x.texts.count("training") > 0, y_shared = y.texts.count("training") > 0;
+    REQUIRE(x_shared != y_shared);
+    const std::string trained = x_shared ? ids[1] : ids[0], sharing = x_shared ? ids[0] : ids[1];
+    CHECK_THAT(all.at(sharing).texts.at("training"), Catch::StartsWith("shared with experiment " + trained));
+    CHECK(all.at(sharing).metrics.at("train_loss").size() == all.at(trained).metrics.at("train_loss").size());
+    core::CheckpointDir a(s.run_dir + "/exp/" + trained + "/ckpt"), b(s.run_dir + "/exp/" + sharing + "/ckpt");
+    REQUIRE(!a.steps().empty());
+    CHECK(b.steps() == a.steps());
+    CHECK(file_id(b.path_for_step(6)).inode == file_id(a.path_for_step(6)).inode);
+    CHECK(r.output.find(sharing + " shares the training of " + s.run_dir + "/exp/" + trained) != std::string::npos);
+  }
+  // Started 4 times in all, trained twice.
+  std::regex start_re("start ([0-9a-f]{12}) ");
+  CHECK(std::distance(std::sregex_iterator(r.output.begin(), r.output.end(), start_re), std::sregex_iterator()) == 4);
+  CHECK(r.output.find(": it shares the training of ") != std::string::npos);  // a worker waited
 }
 
 TEST_CASE("an invalid point fails alone and the rest completes", "[orchestrator][mpi]") {
