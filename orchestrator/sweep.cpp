@@ -543,7 +543,17 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
       << (exists ? "" : " (new)") << "\n\n";
   out << std::left << std::setw(14) << "id" << std::setw(10) << "state" << std::right << std::setw(12) << "est. PFLOP"
       << "  " << std::left << "point\n";
+  std::map<std::string, std::string> first_of_training;  // training id -> the first point's id (share_training)
+  int trainings = 0;
   for (auto& p : g.points) {
+    // A point of the same training as an earlier one costs its evaluation only.
+    std::string shares;
+    if (p.valid()) {
+      const std::string training = g.grid.sweep.share_training ? p.config->training_id() : p.id;
+      auto [it, first] = first_of_training.emplace(training, p.id);
+      if (first) ++trainings;
+      else shares = it->second;
+    }
     std::string state = "new";
     if (!p.valid()) state = "invalid";
     if (exists) {
@@ -554,18 +564,20 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
     } else if (p.valid()) {
       ++to_run;
     }
-    total += p.cost;
+    if (shares.empty()) total += p.cost;
     std::ostringstream cost;
     cost << std::setprecision(3) << p.cost;
     out << std::left << std::setw(14) << p.id << std::setw(10) << state << std::right << std::setw(12)
         << (p.valid() ? cost.str() : "-") << "  " << p.name
         << (g.grid.sweep.seeds.size() > 1 ? "  seed " + std::to_string(p.seed) : "") << "\n";
     if (!p.valid()) out << "      " << p.error << "\n";
+    if (!shares.empty()) out << "      trains once with " << shares << " (differs in evaluation settings only)\n";
   }
   for (auto& d : g.duplicates) out << "duplicate point, runs once: " << d << "\n";
   std::ostringstream tc;
   tc << std::setprecision(3) << total;
-  out << "\n" << to_run << " of " << g.points.size() << " points to run; estimated total " << tc.str() << " PFLOP\n";
+  out << "\n" << to_run << " of " << g.points.size() << " points to run; " << trainings << " training(s), estimated total "
+      << tc.str() << " PFLOP\n";
   return out.str();
 }
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <iomanip>
+#include <sstream>
 #include <set>
 
 #include "core/config.h"
@@ -13,6 +15,7 @@
 #include "orchestrator/grid.h"
 #include "orchestrator/rundir.h"
 #include "orchestrator/status.h"
+#include "orchestrator/sweep.h"
 #include "test_util.h"
 
 using namespace mambamt;
@@ -120,6 +123,35 @@ model.d_state = 32
   CHECK(g.points.size() == 2);
   REQUIRE(g.duplicates.size() == 1);
   CHECK(g.duplicates[0].find("same-as-base") == 0);
+}
+
+TEST_CASE("the dry run shows which points share a training and counts its cost once", "[orchestrator]") {
+  TempDir tmp;
+  const std::string text = "[sweep]\nname = \"beams\"\noutput_dir = \"" + tmp.path("runs") +
+                           "\"\n[base]\nmodel.d_state = 32\n[grid]\neval.beam_size = [1, 4]\nmodel.d_state = [16, 32]\n";
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "beams.toml"));
+  REQUIRE(g.points.size() == 4);
+  const std::string shared = dry_run_listing(g, 1, false);
+  INFO(shared);
+  size_t lines = 0;
+  for (size_t at = shared.find("trains once with "); at != std::string::npos; at = shared.find("trains once with ", at + 1))
+    ++lines;
+  CHECK(lines == 2);
+  CHECK_THAT(shared, Catch::Contains("4 of 4 points to run; 2 training(s), estimated total "));
+  // The total counts each training once: the two trainings' costs.
+  double cost = 0;
+  std::set<std::string> trainings;
+  for (auto& p : g.points)
+    if (trainings.insert(p.config->training_id()).second) cost += p.cost;
+  std::ostringstream total;
+  total << std::setprecision(3) << cost;
+  CHECK_THAT(shared, Catch::Contains("estimated total " + total.str() + " PFLOP"));
+  // Without sharing every point trains.
+  ExpandedGrid alone = expand_grid(core::parse_grid(text, "beams.toml"));
+  alone.grid.sweep.share_training = false;
+  const std::string apart = dry_run_listing(alone, 1, false);
+  CHECK(apart.find("trains once with") == std::string::npos);
+  CHECK_THAT(apart, Catch::Contains("4 of 4 points to run; 4 training(s)"));
 }
 
 TEST_CASE("cost estimates order bigger models first", "[orchestrator]") {
