@@ -1,4 +1,6 @@
-// `mambamt status`, `collect` and `plan`: reading sweeps and configs.
+// `mambamt status`, `collect`, `compare` and `plan`: reading sweeps, stores and configs.
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
@@ -8,7 +10,9 @@
 #include "models/plan.h"
 #include "orchestrator/grid.h"
 #include "orchestrator/status.h"
+#include "core/store.h"
 #include "results/collector.h"
+#include "results/segments.h"
 
 namespace mambamt::cli {
 
@@ -20,6 +24,92 @@ Command status_command() {
   spec.description = "Reads only; works while the sweep runs. RUN_DIR is runs/<sweep>.";
   return {spec, [](const ParsedArgs& a) {
             std::cout << orchestrator::status_report(a.positional[0]);
+            return 0;
+          }};
+}
+
+namespace {
+
+struct ComparedStore {
+  std::string path;  // store.h5
+  core::StoreSnapshot store;
+};
+
+ComparedStore read_compared(const std::string& where) {
+  namespace fs = std::filesystem;
+  ComparedStore c;
+  c.path = fs::is_directory(where) ? (fs::path(where) / "store.h5").string() : where;
+  if (!fs::exists(c.path)) throw InputError(where + ": no experiment store (store.h5) here");
+  c.store = core::ExperimentStore::read(c.path);
+  return c;
+}
+
+// The test set's segment statistics of a store; InputError naming the store
+// and what to do when it has none.
+results::SegmentStats compared_segments(const ComparedStore& c, const std::string& set) {
+  auto it = c.store.tables.find(set + "/segments");
+  if (it == c.store.tables.end()) {
+    std::string sets;
+    for (auto& [name, table] : c.store.tables)
+      if (name.size() > 9 && name.compare(name.size() - 9, 9, "/segments") == 0)
+        sets += (sets.empty() ? "" : ", ") + name.substr(0, name.size() - 9);
+    throw InputError(c.path + ": no segment statistics of test set " + set +
+                     (sets.empty() ? " (evaluated before they were kept: mambamt eval --store DIR evaluates it again)"
+                                   : " (it has: " + sets + "; --test-set NAME)"));
+  }
+  try {
+    return results::segment_stats(it->second);
+  } catch (const InputError& e) {
+    throw InputError(c.path + ":/results/" + set + "/segments: " + e.what());
+  }
+}
+
+std::string label_of(const ComparedStore& c) {
+  return c.store.experiment_id + (c.store.name.empty() ? "" : " (" + c.store.name + ")");
+}
+
+}  // namespace
+
+Command compare_command() {
+  CommandSpec spec;
+  spec.name = "compare";
+  spec.summary = "paired significance test of two experiments' BLEU and chrF on the same test set";
+  spec.positionals = {"BASELINE", "SYSTEM"};
+  spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
+  spec.description =
+      "BASELINE and SYSTEM are experiment directories (or their store.h5) evaluated on the same test\n"
+      "set. Runs sacreBLEU's paired bootstrap resampling (1000 resamples, seed 12345) on the per-segment\n"
+      "statistics the evaluation keeps (results/<set>/segments) and prints both systems' BLEU and chrF,\n"
+      "the differences and their p-values: how often resampled test sets show a difference at least as\n"
+      "large from chance alone (below 0.05 is the usual threshold). Exit 1 when a store has no segment\n"
+      "statistics for the set (stores evaluated before they were kept: `mambamt eval --store DIR`), or\n"
+      "when the two were scored against different references.";
+  return {spec, [](const ParsedArgs& a) {
+            const std::string set = a.get("--test-set", "test");
+            const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
+            const results::SegmentStats b = compared_segments(base, set), s = compared_segments(sys, set);
+            if (!b.same_references(s))
+              throw InputError(base.path + " and " + sys.path + ": test set " + set + " was scored against different "
+                               "references (" + std::to_string(b.bleu.size()) + " and " + std::to_string(s.bleu.size()) +
+                               " segments, or other reference text): no paired test");
+            const results::PairedSignificance p = results::paired_significance(b, s);
+            const results::ChrfOptions co = b.chrf_options();
+            const double bleu_b = results::bleu_from_stats(results::sum_bleu_stats(b.bleu)).score;
+            const double chrf_b = results::chrf_from_stats(results::sum_chrf_stats(b.chrf, co), co).score;
+            char line[256];
+            std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
+                      << "bootstrap, 1000 resamples\n\n";
+            std::snprintf(line, sizeof line, "%-10s %8s %8s  %s\n", "", "BLEU", "chrF", "experiment");
+            std::cout << line;
+            std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "baseline", bleu_b, chrf_b);
+            std::cout << line << label_of(base) << "\n";
+            std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "system", bleu_b + p.bleu_delta,
+                          chrf_b + p.chrf_delta);
+            std::cout << line << label_of(sys) << "\n";
+            std::snprintf(line, sizeof line, "%-10s %+8.2f %+8.2f\n", "difference", p.bleu_delta, p.chrf_delta);
+            std::cout << line;
+            std::snprintf(line, sizeof line, "%-10s %8.4f %8.4f\n", "p-value", p.bleu_p, p.chrf_p);
+            std::cout << line;
             return 0;
           }};
 }

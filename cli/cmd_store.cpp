@@ -93,7 +93,14 @@ Command store_show_command() {
               std::cout << "\nresults\n";
               for (auto& [name, v] : s.scalars) std::cout << "  " << std::left << std::setw(34) << name << number(v) << "\n";
               for (auto& [name, t] : s.tables) {
-                std::cout << "  " << name << " (" << t.rows.size() << " x " << t.columns.size() << ")\n";
+                std::cout << "  " << name << " (" << t.rows.size() << " x " << t.columns.size() << ")";
+                const bool segments = name.size() > 9 && name.compare(name.size() - 9, 9, "/segments") == 0;
+                if (segments || t.rows.size() > 20) {
+                  std::cout << (segments ? ": per-segment statistics (mambamt compare uses them)\n"
+                                         : ": not shown (more than 20 rows)\n");
+                  continue;
+                }
+                std::cout << "\n";
                 std::cout << "    " << std::setw(12) << "";
                 for (auto& c : t.columns) std::cout << std::right << std::setw(12) << c;
                 std::cout << "\n";

@@ -8,6 +8,7 @@ const std::vector<Command>& commands() {
       prepare_command(),
       status_command(),
       collect_command(),
+      compare_command(),
       plan_command(),
       config_check_command(),
       config_doc_command(),

@@ -23,6 +23,7 @@ Command sweep_command();
 Command prepare_command();
 Command status_command();
 Command collect_command();
+Command compare_command();
 Command plan_command();
 
 // The options of the commands that load a trained experiment (translate,
