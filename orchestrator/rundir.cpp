@@ -40,6 +40,25 @@ std::string list_some(const std::vector<std::string>& v) {
 
 }  // namespace
 
+std::string grid_change(const ExpandedGrid& grid) {
+  const std::string frozen = run_directory_for(grid.grid).frozen_grid();
+  if (!fs::exists(frozen)) return "";
+  const std::string old_text = core::read_file(frozen);
+  if (old_text == grid.grid.text) return "";
+  ExpandedGrid old = expand_grid(core::parse_grid(old_text, frozen));
+  std::set<std::string> before = ids_of(old), after = ids_of(grid);
+  std::vector<std::string> added, removed;
+  for (auto& p : grid.points)
+    if (!before.count(p.id)) added.push_back(p.id + " (" + p.name + ")");
+  for (auto& p : old.points)
+    if (!after.count(p.id)) removed.push_back(p.id + " (" + p.name + ")");
+  if (added.empty() && removed.empty()) return "";
+  std::string msg = grid.grid.source + ": the grid differs from the one this sweep was started with (" + frozen + ")";
+  if (!added.empty()) msg += "; new points: " + list_some(added);
+  if (!removed.empty()) msg += "; removed points: " + list_some(removed);
+  return msg;
+}
+
 RunDirectory prepare_run_directory(const ExpandedGrid& grid, bool allow_grid_change) {
   RunDirectory dir = run_directory_for(grid.grid);
   core::make_dirs(dir.root() + "/exp");
@@ -48,22 +67,12 @@ RunDirectory prepare_run_directory(const ExpandedGrid& grid, bool allow_grid_cha
     core::write_file_atomic(frozen, grid.grid.text);
     return dir;
   }
-  std::string old_text = core::read_file(frozen);
-  if (old_text == grid.grid.text) return dir;
-  ExpandedGrid old = expand_grid(core::parse_grid(old_text, frozen));
-  std::set<std::string> before = ids_of(old), after = ids_of(grid);
-  std::vector<std::string> added, removed;
-  for (auto& p : grid.points)
-    if (!before.count(p.id)) added.push_back(p.id + " (" + p.name + ")");
-  for (auto& p : old.points)
-    if (!after.count(p.id)) removed.push_back(p.id + " (" + p.name + ")");
-  if ((!added.empty() || !removed.empty()) && !allow_grid_change) {
-    std::string msg = grid.grid.source + ": the grid differs from the one this sweep was started with (" + frozen + ")";
-    if (!added.empty()) msg += "; new points: " + list_some(added);
-    if (!removed.empty()) msg += "; removed points: " + list_some(removed);
-    msg += ". Run with --allow-grid-change to add the new points (removed points' stores are left alone), or use another sweep.name";
-    throw InputError(msg);
-  }
+  if (core::read_file(frozen) == grid.grid.text) return dir;
+  const std::string change = grid_change(grid);
+  if (!change.empty() && !allow_grid_change)
+    throw InputError(change +
+                     ". Run with --allow-grid-change to add the new points (removed points' stores are left alone), "
+                     "or use another sweep.name");
   // Same points (settings or comments changed), or a change that was allowed:
   // the new text becomes the frozen grid, the old one is kept beside it.
   int n = 1;

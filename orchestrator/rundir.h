@@ -28,6 +28,12 @@ class RunDirectory {
 // The run directory of a grid: sweep.output_dir/sweep.name.
 RunDirectory run_directory_for(const core::GridConfig& grid);
 
+// How the grid's points differ from those of the run directory's frozen grid:
+// "<grid>: the grid differs from the one this sweep was started with
+// (<frozen>); new points: ...; removed points: ...", or "" when the directory
+// has no frozen grid or the same points (settings or comments may differ).
+std::string grid_change(const ExpandedGrid& grid);
+
 // Creates the run directory or checks it against the grid. A directory whose
 // frozen grid expands to other points is refused (InputError naming both
 // files and the points added/removed) unless `allow_grid_change`; then the

@@ -540,7 +540,12 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
       << g.grid.sweep.design << ", seeds";
   for (auto s : g.grid.sweep.seeds) out << " " << s;
   out << ", " << ranks_per_experiment << " rank(s) per experiment\nrun directory " << dir.root()
-      << (exists ? "" : " (new)") << "\n\n";
+      << (exists ? "" : " (new)") << "\n";
+  if (exists) {
+    const std::string change = grid_change(g);
+    if (!change.empty()) out << change << "; the sweep refuses it without --allow-grid-change\n";
+  }
+  out << "\n";
   out << std::left << std::setw(14) << "id" << std::setw(10) << "state" << std::right << std::setw(12) << "est. PFLOP"
       << "  " << std::left << "point\n";
   std::map<std::string, std::string> first_of_training;  // training id -> the first point's id (share_training)

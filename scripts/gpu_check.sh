@@ -106,7 +106,7 @@ fi
 
 stage "demo sweep on the GPU"
 if [ -x "$BIN" ] && [ "$(left)" -gt 45 ]; then
-  RUN_DIR=$("$BIN" sweep configs/demo.toml --dry-run | sed -n 's/^run directory \(.*\) (.*)$/\1/p')
+  RUN_DIR=$("$BIN" sweep configs/demo.toml --dry-run | sed -n 's/^run directory \(.*\)$/\1/p' | sed 's/ (new)$//')
   timeout "$(($(left) - 20))" "$BIN" sweep configs/demo.toml >"$LOGS/sweep.log" 2>&1
   echo "sweep exit code $? after $(elapsed) s"
   tail -5 "$LOGS/sweep.log"

@@ -233,6 +233,13 @@ TEST_CASE("a run directory refuses a changed grid unless told", "[orchestrator]"
   std::string more = commented;
   more.replace(more.find("[16, 32, 64]"), 12, "[16, 32, 64, 128]");
   ExpandedGrid g2 = expand_grid(core::parse_grid(more, "g.toml"));
+  // The dry run says so before the sweep refuses it; not for the frozen grid's own points.
+  CHECK_THAT(dry_run_listing(g2, 1, false),
+             Catch::Contains("\ng.toml: the grid differs from the one this sweep was started with (" +
+                             dir.frozen_grid() + "); new points: ") &&
+                 Catch::Contains("; the sweep refuses it without --allow-grid-change\n"));
+  CHECK(grid_change(expand_grid(core::parse_grid(commented, "g.toml"))).empty());
+  CHECK(dry_run_listing(g, 1, false).find("differs") == std::string::npos);
   try {
     prepare_run_directory(g2, false);
     FAIL("a changed grid was accepted");
