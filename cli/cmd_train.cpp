@@ -109,6 +109,7 @@ void print_summary(const std::string& exp_dir) {
   }
   show("contrastive/accuracy", "contrastive accuracy %", 100, 1);
   show("entities/recall", "entity recall %", 100, 1);
+  show("entities/consistency", "entity consistency %", 100, 1);
   show("efficiency/params", "parameters", 1, 0);
   show("efficiency/train_tokens_per_s", "training tokens/s", 1, 0);
 }
@@ -223,8 +224,8 @@ Command eval_command() {
   };
   spec.description =
       "Without --test: the whole suite on the experiment's own sets (BLEU, chrF, chrF++ with bootstrap\n"
-      "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall,\n"
-      "length extrapolation, efficiency). With --test: those files only. Parameters: the mean of the last\n"
+      "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall\n"
+      "and consistency, length extrapolation, efficiency). With --test: those files only. Parameters: the mean of the last\n"
       "eval.average_last checkpoints, else best.h5, else the newest checkpoint. Hypotheses go to DIR/hyp/.\n"
       "On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the searches' steps from CUDA graphs\n"
       "(the same for train and translate).";

@@ -124,7 +124,7 @@
   X(length_buckets, std::vector<int64_t>, std::vector<int64_t>({16, 32, 64, 128, 256, 512}), each_at_least(1), \
     "Upper edges (source tokens) of the length buckets; a last bucket takes the rest.") \
   X(contrastive, bool, true, any(), "Score the contrastive sets.") \
-  X(entity_recall, bool, true, any(), "Named-entity recall by training frequency.") \
+  X(entity_recall, bool, true, any(), "Named-entity recall and consistency across a document, by training frequency.") \
   X(extrapolation, bool, true, any(), "Score the 2x/4x length-extrapolation passages.") \
   X(comet, std::string, "auto", one_of({"auto", "off"}), "COMET via a `comet-score` command on PATH (auto = when present).") \
   X(average_last, int64_t, 0, range(0, 100), "Average the parameters of the last k checkpoints before evaluating (0 = off).") \

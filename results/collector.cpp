@@ -34,13 +34,17 @@ struct MetricDef {
 };
 
 std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& set, bool with_params_first) {
-  // COMET is a column only when some store has a value for it.
-  bool comet = false;
-  for (auto& p : sweep.points)
-    if (p.store) {
-      auto it = p.store->scalars.find(set + "/comet");
-      if (it != p.store->scalars.end() && std::isfinite(it->second)) comet = true;
-    }
+  // COMET and entity consistency (stores since 2026-11-27) are columns only
+  // when some store has a value for them.
+  auto any_value = [&sweep](const std::string& key) {
+    for (auto& p : sweep.points)
+      if (p.store) {
+        auto it = p.store->scalars.find(key);
+        if (it != p.store->scalars.end() && std::isfinite(it->second)) return true;
+      }
+    return false;
+  };
+  const bool comet = any_value(set + "/comet");
   const MetricDef params{"params", "Params", "efficiency/params", 1, 2, Better::kNone, 1e-6, "M"};
   std::vector<MetricDef> defs;
   if (with_params_first) defs.push_back(params);
@@ -49,6 +53,9 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
   defs.push_back({"contrastive_accuracy", "Contrastive acc. (%)", "contrastive/accuracy", 100, 1, Better::kHigher, 1, ""});
   defs.push_back({"entity_recall", "Entity recall (%)", "entities/recall", 100, 1, Better::kHigher, 1, ""});
+  if (any_value("entities/consistency"))
+    defs.push_back({"entity_consistency", "Entity consistency (%)", "entities/consistency", 100, 1, Better::kHigher,
+                    1, ""});
   defs.push_back({"decode_tokens_per_s", "Decode tok/s", "efficiency/decode_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
   defs.push_back({"train_tokens_per_s", "Train tok/s", "efficiency/train_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
   defs.push_back({"peak_memory_mb", "Peak memory (MiB)", "efficiency/peak_memory_mb", 1, 0, Better::kLower, 1, ""});
@@ -331,6 +338,11 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
   add(breakdown_table(view, "entities_frequency", "Entity recall by training frequency",
                       "Named-entity recall (%) by training-set frequency", "entities/by_frequency", "recall", 100, 1,
                       false));
+  if (detail::any_table_column(sweep, "entities/by_frequency", "consistency"))
+    add(breakdown_table(view, "entities_consistency", "Entity consistency by training frequency",
+                        "Named entities repeated in a document and rendered there, rendered at every mention (%), "
+                        "by training-set frequency",
+                        "entities/by_frequency", "consistency", 100, 1, false));
   return tables;
 }
 

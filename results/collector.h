@@ -28,7 +28,8 @@
 // from the stores' results/<set>/segments; the largest over the seeds),
 // length_bleu and length_chrf (quality by
 // source-length bucket), extrapolation_bleu (1x/2x/4x passages),
-// contrastive_pronoun, contrastive_distance, entities_frequency.
+// contrastive_pronoun, contrastive_distance, entities_frequency and
+// entities_consistency (stores with entity consistency only).
 //
 // summary.h5 (plain HDF5):
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -42,6 +43,14 @@ std::u32string first_word(const std::u32string& s) {
 bool is_capitalised(const std::u32string& word) {
   if (word.empty()) return false;
   return to_lower(std::u32string(1, word[0])) != std::u32string(1, word[0]);
+}
+
+// A lookup of the frequencies in `map` (an entity missing from it: 0).
+FrequencyLookup lookup_in(const std::unordered_map<std::string, std::int64_t>& map) {
+  return [&map](const std::string& e) -> std::int64_t {
+    auto it = map.find(e);
+    return it == map.end() ? 0 : it->second;
+  };
 }
 
 }  // namespace
@@ -151,13 +160,58 @@ EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
 EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
                                  const std::unordered_map<std::string, std::int64_t>& training_frequency,
                                  const EntityBucketEdges& edges) {
-  return entity_recall(
-      segments,
-      [&training_frequency](const std::string& e) -> std::int64_t {
-        auto it = training_frequency.find(e);
-        return it == training_frequency.end() ? 0 : it->second;
-      },
-      edges);
+  return entity_recall(segments, lookup_in(training_frequency), edges);
+}
+
+double ConsistencyCell::consistency() const {
+  return rendered > 0 ? static_cast<double>(consistent) / static_cast<double>(rendered)
+                      : std::numeric_limits<double>::quiet_NaN();
+}
+
+EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
+                                           const FrequencyLookup& training_frequency,
+                                           const EntityBucketEdges& edges) {
+  if (edges.regular_min < 1 || edges.frequent_min <= edges.regular_min) {
+    throw InputError("entity consistency: bucket edges must satisfy 1 <= regular_min < frequent_min");
+  }
+  struct Mentions {
+    std::int64_t total = 0;
+    std::int64_t rendered = 0;
+  };
+  // (document, entity) -> mentions; a segment without a document is one of
+  // its own (keys below zero that no document id takes).
+  std::map<std::pair<std::int64_t, std::string>, Mentions> by_doc;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const EntitySegment& seg = segments[i];
+    const std::int64_t doc = seg.document >= 0 ? seg.document : -1 - static_cast<std::int64_t>(i);
+    std::set<std::string> seen;
+    for (const auto& e : seg.entities) {
+      if (e.empty() || !seen.insert(e).second || !contains_verbatim(seg.source, e)) continue;
+      const std::int64_t in_reference = count_verbatim(seg.reference, e);
+      if (in_reference == 0) continue;
+      Mentions& m = by_doc[{doc, e}];
+      m.total += in_reference;
+      m.rendered += std::min(in_reference, count_verbatim(seg.hypothesis, e));
+    }
+  }
+  EntityConsistencyResult result;
+  for (const auto& [key, m] : by_doc) {
+    if (m.total < 2) continue;
+    result.mentions += m.total;
+    ConsistencyCell& cell = result.by_bucket[static_cast<int>(entity_bucket(training_frequency(key.second), edges))];
+    for (ConsistencyCell* c : {&cell, &result.total}) {
+      c->repeated += 1;
+      c->rendered += m.rendered > 0 ? 1 : 0;
+      c->consistent += m.rendered == m.total ? 1 : 0;
+    }
+  }
+  return result;
+}
+
+EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
+                                           const std::unordered_map<std::string, std::int64_t>& training_frequency,
+                                           const EntityBucketEdges& edges) {
+  return entity_consistency(segments, lookup_in(training_frequency), edges);
 }
 
 std::vector<std::string> verbatim_entity_candidates(std::string_view source,

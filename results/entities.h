@@ -62,6 +62,9 @@ struct EntitySegment {
   std::string reference;
   std::string hypothesis;
   std::vector<std::string> entities;
+  // The document the segment belongs to, for entity_consistency (segments of
+  // one document share it); -1: a document of its own.
+  std::int64_t document = -1;
 };
 
 struct RecallCell {
@@ -87,6 +90,38 @@ EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
 EntityRecallResult entity_recall(const std::vector<EntitySegment>& segments,
                                  const std::unordered_map<std::string, std::int64_t>& training_frequency,
                                  const EntityBucketEdges& edges = {});
+
+// Entity consistency across a document (the research plan, 7.3.2: "the same
+// entity translated consistently across a document"). For each document and
+// each entity that is verbatim in the source and reference of its segments,
+// its mentions are its whole-word occurrences in those references, and a
+// mention is rendered when the segment's hypothesis holds the entity as often
+// (occurrences past the reference's count do not count). An entity with two or
+// more mentions in a document is "repeated"; if the hypotheses render at least
+// one of them it is "rendered", and if they render all of them, "consistent".
+// Consistency = consistent / rendered: of the repeated entities a system knows
+// how to write in that document, the share it writes at every mention. An
+// entity it never renders counts against recall, not here: with verbatim
+// matching, a consistent other rendering cannot be told from a miss.
+struct ConsistencyCell {
+  std::int64_t consistent = 0;
+  std::int64_t rendered = 0;
+  std::int64_t repeated = 0;
+  double consistency() const;  // NaN when rendered is 0
+};
+
+struct EntityConsistencyResult {
+  ConsistencyCell total;
+  std::array<ConsistencyCell, kEntityBuckets> by_bucket{};  // by the entity's training frequency
+  std::int64_t mentions = 0;  // mentions of the repeated entities
+};
+
+EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
+                                           const FrequencyLookup& training_frequency,
+                                           const EntityBucketEdges& edges = {});
+EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
+                                           const std::unordered_map<std::string, std::int64_t>& training_frequency,
+                                           const EntityBucketEdges& edges = {});
 
 // A fallback when no NER is available: the longest runs of capitalised reference
 // words (joined by single spaces) that also appear verbatim in the source, in

@@ -64,6 +64,12 @@ std::vector<std::string> decode_texts(models::TranslationModel& model, const cor
   return out;
 }
 
+// The document test example i comes from (its first sentence's; examples
+// never cross documents), or -1 when it records none.
+int64_t document_of(const TestSet& t, size_t i) {
+  return i < t.examples.size() && !t.examples[i].spans.empty() ? t.examples[i].spans.front().doc : -1;
+}
+
 // The hypothesis texts of a test set: its examples translated whole, or one
 // sentence at a time in document context (translates_in_context). With
 // eval.nbest > 1 (whole examples only: the configuration refuses it in
@@ -471,7 +477,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     if (!data.entity_frequency.empty()) {
       for (auto& [name, n] : data.entity_frequency) freq[name] = n;
       for (size_t i = 0; i < hyps.size(); ++i) {
-        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}};
+        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}, document_of(t, i)};
         for (auto& [name, n] : data.entity_frequency)
           if (results::contains_verbatim(s.source, name)) s.entities.push_back(name);
         segs.push_back(std::move(s));
@@ -479,7 +485,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     } else {
       std::vector<std::string> names;
       for (size_t i = 0; i < hyps.size(); ++i) {
-        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}};
+        results::EntitySegment s{t.sources[i], t.references[i], hyps[i], {}, document_of(t, i)};
         s.entities = results::verbatim_entity_candidates(s.source, s.reference);
         names.insert(names.end(), s.entities.begin(), s.entities.end());
         segs.push_back(std::move(s));
@@ -490,18 +496,25 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       freq = counter.counts();
     }
     results::EntityRecallResult r = results::entity_recall(segs, freq);
+    results::EntityConsistencyResult k = results::entity_consistency(segs, freq);
     store.set_scalar("entities/recall", r.total.recall());
+    store.set_scalar("entities/consistency", k.total.consistency());
+    store.set_scalar("entities/consistency_n", static_cast<double>(k.total.rendered));
     core::ResultTable table;
-    table.columns = {"recall", "n"};
+    table.columns = {"recall", "n", "consistency", "consistency_n"};
     const char* rows[] = {"unseen", "1-15", "16+"};
     for (int b = 0; b < results::kEntityBuckets; ++b) {
       table.rows.push_back(rows[b]);
       table.values.push_back(r.by_bucket[b].recall());
       table.values.push_back(static_cast<double>(r.by_bucket[b].total));
+      table.values.push_back(k.by_bucket[b].consistency());
+      table.values.push_back(static_cast<double>(k.by_bucket[b].rendered));
     }
     store.set_table("entities/by_frequency", table);
     store.commit();
-    spdlog::info("entity recall {:.3f} over {} entity mentions", r.total.recall(), r.total.total);
+    spdlog::info("entity recall {:.3f} over {} entity mentions; consistency {:.3f} over the {} of {} entities "
+                 "repeated in a document that are rendered there",
+                 r.total.recall(), r.total.total, k.total.consistency(), k.total.rendered, k.total.repeated);
   }
 
   if (stop()) return false;

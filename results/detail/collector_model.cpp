@@ -232,6 +232,17 @@ std::vector<double> table_values(const PointGroup& group, const std::string& pat
   return out;
 }
 
+bool any_table_column(const SweepData& sweep, const std::string& path, const std::string& column) {
+  for (auto& p : sweep.points) {
+    if (!p.store) continue;
+    auto it = p.store->tables.find(path);
+    if (it == p.store->tables.end()) continue;
+    const auto& cols = it->second.columns;
+    if (std::find(cols.begin(), cols.end(), column) != cols.end()) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> table_row_labels(const SweepData& sweep, const std::string& path) {
   std::vector<std::string> labels;
   for (auto& p : sweep.points) {

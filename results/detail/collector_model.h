@@ -79,6 +79,8 @@ std::vector<double> table_values(const PointGroup& group, const std::string& pat
 
 // Row labels of results/<path> over every store of the sweep, in first-seen order.
 std::vector<std::string> table_row_labels(const SweepData& sweep, const std::string& path);
+// Whether some store's table `path` has the column.
+bool any_table_column(const SweepData& sweep, const std::string& path, const std::string& column);
 
 // A metric series or memory table aggregated over a group's seeds: one entry per
 // x (step or sequence length), mean and sample std over the seeds that have it.

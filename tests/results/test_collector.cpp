@@ -81,6 +81,9 @@ struct Results {
   double bleu = kNaN, chrf = kNaN, comet = kNaN, contrastive = kNaN, recall = kNaN;
   double decode = kNaN, train = kNaN, memory = kNaN, params = kNaN;
   bool comet_written = false, recall_written = true;
+  // entities/consistency and the consistency columns of entities/by_frequency
+  // (NaN: neither, as in stores from before them).
+  double consistency = kNaN;
   std::vector<double> by_length;  // BLEU of 1-16, 17-32, 33+ (empty: no table)
   bool long_bucket = true;        // the 33+ row exists
   double valid_offset = 0;        // valid_loss curve = 5 - step/50 + offset
@@ -150,6 +153,7 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
     if (r.comet_written) store.set_scalar("test/comet", r.comet);
     store.set_scalar("contrastive/accuracy", r.contrastive);
     if (r.recall_written) store.set_scalar("entities/recall", r.recall);
+    if (!std::isnan(r.consistency)) store.set_scalar("entities/consistency", r.consistency);
     store.set_scalar("efficiency/decode_tokens_per_s", r.decode);
     store.set_scalar("efficiency/train_tokens_per_s", r.train);
     store.set_scalar("efficiency/peak_memory_mb", r.memory);
@@ -175,8 +179,15 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
                                                       {r.contrastive, 10, r.contrastive - 0.1, 10, kNaN, 0}));
       store.set_table("contrastive/by_distance", table({"0", "1", "2", "3", ">3"}, {"accuracy", "n"},
                                                        {0.9, 10, 0.8, 10, 0.7, 10, 0.6, 10, r.contrastive - 0.3, 10}));
-      store.set_table("entities/by_frequency", table({"unseen", "1-15", "16+"}, {"recall", "n"},
-                                                     {0.3, 10, 0.5, 10, 0.9, 10}));
+      if (std::isnan(r.consistency)) {
+        store.set_table("entities/by_frequency", table({"unseen", "1-15", "16+"}, {"recall", "n"},
+                                                       {0.3, 10, 0.5, 10, 0.9, 10}));
+      } else {
+        const double k = r.consistency;
+        store.set_table("entities/by_frequency",
+                        table({"unseen", "1-15", "16+"}, {"recall", "n", "consistency", "consistency_n"},
+                              {0.3, 10, k - 0.2, 4, 0.5, 10, k, 5, 0.9, 10, k + 0.1, 6}));
+      }
       store.set_table("efficiency/memory_by_length",
                       table({"128", "256", "512", "1024"}, {"train_memory_mb", "decode_state_mb"},
                             {r.memory / 4, r.params / 1e6, r.memory / 2, r.params / 1e6 * 1.5, r.memory, r.params / 1e6 * 2,
@@ -282,6 +293,7 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
           r.comet = 0.81;
           r.explain = 3;
           r.explain_attention = true;
+          r.consistency = 0.5;
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.125/64/2") {
           Results r = res(32, 220, 1100, 600, 2e6);
@@ -292,6 +304,7 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
           r.comet_written = true;  // written as NaN: a missing cell
           r.long_bucket = false;
           r.valid_offset = 0.2;
+          r.consistency = 0.7;
           write_store(f.run, p, c, "completed", r);
         } else if (key == "0.25/64/1") {
           Results r = res(28, 190, 900, 650, 2.1e6);
@@ -319,10 +332,12 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
     auto [p1, c1] = make("transformer", "", "", 1);
     Results t1 = res(27, 100, 2000, 1000, 3e6);
     t1.garbled_every = 2;
+    t1.consistency = 0.4;
     write_store(f.run, p1, c1, "completed", t1);
     auto [p2, c2] = make("transformer", "", "", 2);
     Results t2 = res(29, 100, 2000, 1000, 3e6);
     t2.garbled_every = 2;
+    t2.consistency = 0.6;
     write_store(f.run, p2, c2, "completed", t2);
     auto [p3, c3] = make("mamba", "", "", 1);
     Results mamba = res(25, 250, 2500, 400, 2.5e6);
@@ -569,7 +584,14 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
   CHECK(cell(t, "base", "bleu").best);
   CHECK(cell(t, "mamba", "peak_memory_mb").best);
   CHECK(cell(t, "transformer", "params").mean == Approx(3e6));
+  // Entity consistency is a column since some stores have it; the pure
+  // Mamba's stores do not.
+  CHECK(cell(t, "base", "entity_consistency").mean == Approx(60));
+  CHECK(cell(t, "transformer", "entity_consistency").mean == Approx(50));
+  CHECK(cell(t, "base", "entity_consistency").best);
+  CHECK(cell(t, "mamba", "entity_consistency").n == 0);
   const std::string md = table_markdown(t);
+  CHECK(md.find("Entity consistency (%)") != std::string::npos);
   CHECK(md.find("+110.0%") != std::string::npos);
   CHECK(md.find("\u221240.0%") != std::string::npos);
   CHECK(md.find("+150.0%") != std::string::npos);
@@ -652,6 +674,13 @@ TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][col
   CHECK(cell(dist, "transformer", ">3").mean == Approx(50));
   const ReportTable& ent = find_table(c->report, "entities_frequency");
   CHECK(cell(ent, "mamba", "unseen").mean == Approx(30));
+  // Entity consistency: the base hybrid's and the Transformer's stores have it
+  // (both seeds), the pure Mamba's are from before it.
+  const ReportTable& cons = find_table(c->report, "entities_consistency");
+  CHECK(cell(cons, "base", "unseen").mean == Approx(40));
+  CHECK(cell(cons, "base", "unseen").n == 2);
+  CHECK(cell(cons, "transformer", "16+").mean == Approx(60));
+  CHECK(cell(cons, "mamba", "unseen").n == 0);
   CHECK(find_table(c->report, "extrapolation_bleu").columns.size() == 3);
 }
 

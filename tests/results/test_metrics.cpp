@@ -222,6 +222,58 @@ TEST_CASE("named-entity recall by hand, bucketed by training frequency") {
         std::vector<std::string>{"Angela Merkel", "Barack Obama", "Washington"});
 }
 
+TEST_CASE("entity consistency across a document by hand") {
+  auto seg = [](const char* src, const char* ref, const char* hyp, std::vector<std::string> ents, std::int64_t doc) {
+    return EntitySegment{src, ref, hyp, std::move(ents), doc};
+  };
+  std::vector<EntitySegment> segs = {
+      // Document 0: Ann's 3 mentions all rendered (the extra ones in the
+      // hypothesis do not count); Bob's 2 mentions rendered once ("Bo" is not
+      // "Bob"). Ann twice in one list counts once.
+      seg("Ann met Bob.", "Ann met Bob.", "Ann met Bob.", {"Ann", "Bob", "Ann"}, 0),
+      seg("Ann saw Bob and Ann.", "Ann saw Bob and Ann.", "Ann saw Bo and Ann Ann Ann.", {"Ann", "Bob"}, 0),
+      // Document 1: Cleo repeated and never rendered; Dan mentioned once.
+      seg("Cleo left.", "Cleo left.", "She left.", {"Cleo"}, 1),
+      seg("Cleo came back.", "Cleo came back.", "He came back.", {"Cleo"}, 1),
+      seg("Dan ran.", "Dan ran.", "Dan ran.", {"Dan"}, 1),
+      // Segments without a document are documents of their own: Eve twice in
+      // the first (rendered once), once in the second.
+      seg("Eve, Eve.", "Eve, Eve!", "Eve.", {"Eve"}, -1),
+      seg("Eve sang.", "Eve sang.", "Eve sang.", {"Eve"}, -1),
+      // Document 2: the first Bob is not in the reference, so one mention.
+      seg("Bob rief.", "He called.", "Bob called.", {"Bob"}, 2),
+      seg("Bob kam.", "Bob came.", "Bob came.", {"Bob"}, 2),
+      // Document 3: Ann again, once; documents do not pool.
+      seg("Ann.", "Ann.", "Ann.", {"Ann"}, 3),
+  };
+  std::unordered_map<std::string, std::int64_t> freq = {{"Ann", 20}, {"Bob", 3}, {"Dan", 1}};
+  EntityConsistencyResult r = entity_consistency(segs, freq);
+  CHECK(r.total.repeated == 4);  // Ann and Bob in document 0, Cleo in 1, Eve in the first lone segment
+  CHECK(r.total.rendered == 3);  // not Cleo
+  CHECK(r.total.consistent == 1);  // Ann
+  CHECK(r.total.consistency() == Approx(1.0 / 3));
+  CHECK(r.mentions == 9);
+  const auto& unseen = r.by_bucket[static_cast<int>(EntityBucket::kUnseen)];
+  const auto& regular = r.by_bucket[static_cast<int>(EntityBucket::kRegular)];
+  const auto& frequent = r.by_bucket[static_cast<int>(EntityBucket::kFrequent)];
+  CHECK(frequent.repeated == 1);
+  CHECK(frequent.consistency() == Approx(1));
+  CHECK(regular.repeated == 1);
+  CHECK(regular.rendered == 1);
+  CHECK(regular.consistency() == Approx(0));
+  CHECK(unseen.repeated == 2);  // Cleo, Eve
+  CHECK(unseen.rendered == 1);
+  CHECK(unseen.consistent == 0);
+
+  // Rendering Bob at both mentions of document 0 makes it consistent too.
+  segs[1].hypothesis = "Ann saw Bob and Ann.";
+  CHECK(entity_consistency(segs, freq).total.consistent == 2);
+  // Nothing repeated: no value rather than 0.
+  CHECK(std::isnan(entity_consistency({segs[4], segs[6]}, freq).total.consistency()));
+  CHECK(entity_consistency({}, freq).total.repeated == 0);
+  CHECK_THROWS_AS(entity_consistency(segs, freq, EntityBucketEdges{0, 5}), InputError);
+}
+
 TEST_CASE("quality by source-length bucket by hand") {
   std::vector<std::int64_t> lengths = {3, 10, 20, 40};
   std::vector<std::string> hyps = {"the cat sat on the mat", "a b c d e f", "one two three four",

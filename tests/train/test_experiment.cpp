@@ -199,8 +199,21 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   table("contrastive/by_pronoun", {"accuracy", "n"});
   auto dist = table("contrastive/by_distance", {"accuracy", "n"});
   CHECK(dist.rows == std::vector<std::string>{"0", "1", "2", "3", ">3"});
-  auto ent = table("entities/by_frequency", {"recall", "n"});
+  auto ent = table("entities/by_frequency", {"recall", "n", "consistency", "consistency_n"});
   CHECK(ent.rows == std::vector<std::string>{"unseen", "1-15", "16+"});
+  // Consistency: a share (NaN only when no repeated entity was rendered), over
+  // the (document, entity) pairs the buckets count.
+  REQUIRE(s.scalars.count("entities/consistency"));
+  REQUIRE(s.scalars.count("entities/consistency_n"));
+  const double consistency = s.scalars["entities/consistency"];
+  const double rendered = s.scalars["entities/consistency_n"];
+  CHECK(ent.at(0, 3) + ent.at(1, 3) + ent.at(2, 3) == rendered);
+  if (rendered > 0) {
+    CHECK(consistency >= 0);
+    CHECK(consistency <= 1);
+  } else {
+    CHECK(std::isnan(consistency));
+  }
   auto ex = table("extrapolation/by_length", {"bleu", "chrf", "n", "mean_src_len"});
   CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
   auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
