@@ -5,6 +5,7 @@
 // accuracy by pronoun and by antecedent distance, entity recall by frequency).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -312,6 +313,136 @@ std::optional<ReportTable> breakdown_table(const SweepView& view, const std::str
   return t;
 }
 
+// Accuracy (0-1) over the contrastive examples whose antecedent is in an
+// earlier sentence (every row of contrastive/by_distance but "0"), NaN without.
+double earlier_sentence_accuracy(const core::StoreSnapshot& s) {
+  auto it = s.tables.find("contrastive/by_distance");
+  if (it == s.tables.end()) return kNaN;
+  const core::ResultTable& t = it->second;
+  auto acc = std::find(t.columns.begin(), t.columns.end(), "accuracy");
+  auto n = std::find(t.columns.begin(), t.columns.end(), "n");
+  if (acc == t.columns.end() || n == t.columns.end() || t.values.size() != t.rows.size() * t.columns.size())
+    return kNaN;
+  double hits = 0, total = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    if (t.rows[r] == "0") continue;
+    const double a = t.at(r, static_cast<size_t>(acc - t.columns.begin()));
+    const double k = t.at(r, static_cast<size_t>(n - t.columns.begin()));
+    if (!std::isfinite(a) || !std::isfinite(k) || k <= 0) continue;
+    hits += a * k;
+    total += k;
+  }
+  return total > 0 ? hits / total : kNaN;
+}
+
+// Document context against its absence: every document-level configuration of
+// the sweep (data.context_sentences > 1) beside the sentence-level one
+// (<= 1) that differs from it only in the fields of document context
+// (kDocumentContextKeys), with the gain seed by seed. Null when the sweep has
+// no such pair with a completed store.
+std::optional<ReportTable> document_context_table(const SweepView& view) {
+  struct Config {
+    const PointGroup* group;
+    const std::string* config;
+    std::int64_t context;
+  };
+  std::vector<Config> configs;
+  for (const PointGroup& g : view.groups)
+    for (const SweepPoint* p : g.points)
+      if (!p->context_free_config.empty()) {
+        configs.push_back({&g, &p->context_free_config, p->context_sentences});
+        break;
+      }
+  std::vector<std::pair<const PointGroup*, const PointGroup*>> pairs;  // (document level, sentence level)
+  for (const Config& d : configs) {
+    if (d.context <= 1) continue;
+    for (const Config& s : configs)
+      if (s.context <= 1 && *s.config == *d.config) {
+        pairs.emplace_back(d.group, s.group);
+        break;
+      }
+  }
+  if (pairs.empty()) return std::nullopt;
+
+  struct Metric {
+    std::string key, title;
+    int decimals;
+    std::function<double(const core::StoreSnapshot&)> value;
+    bool sides;  // document- and sentence-level columns before the gain
+  };
+  auto scalar = [](std::string path, double scale) {
+    return [path, scale](const core::StoreSnapshot& s) {
+      auto it = s.scalars.find(path);
+      return it == s.scalars.end() ? kNaN : it->second * scale;
+    };
+  };
+  std::vector<Metric> metrics = {
+      {"contrastive_accuracy", "Contrastive acc. (%)", 1, scalar("contrastive/accuracy", 100), true},
+      {"earlier_sentence_accuracy", "Antecedent in an earlier sentence (%)", 1,
+       [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true},
+      {"bleu", "BLEU", 2, scalar(view.test_set + "/bleu", 1), true},
+  };
+  bool consistency = false;
+  for (auto& [d, s] : pairs)
+    for (const PointGroup* g : {d, s})
+      for (const core::StoreSnapshot* st : g->completed())
+        consistency = consistency || std::isfinite(scalar("entities/consistency", 1)(*st));
+  if (consistency)
+    metrics.push_back({"entity_consistency", "Entity consistency", 1, scalar("entities/consistency", 100), false});
+
+  ReportTable t;
+  t.name = "document_context";
+  t.title = "Document context against sentence level";
+  t.caption = "Each document-level model (data.context_sentences > 1) against the model of the sweep that differs "
+              "from it only in document context (data.context_sentences <= 1; data.context_side, "
+              "data.multi_resolution, data.sentence_steps and eval.doc_decode aside); gains seed by seed (document "
+              "level minus sentence level, pp for percentages); contrastive accuracy over all examples and over "
+              "those whose antecedent is in an earlier sentence; BLEU on test set " +
+              view.test_set +
+              " (over each model's own test examples: passages for a model that translates whole passages); "
+              "mean \u00b1 std over seeds (n)";
+  t.row_title = "model";
+  for (const Metric& m : metrics) {
+    if (m.sides) {
+      t.columns.push_back(make_column(m.key, m.title, m.decimals, Better::kHigher));
+      t.columns.push_back(make_column(m.key + "_sentence_level", "sentence level", m.decimals, Better::kNone));
+    }
+    const bool pp = m.key != "bleu";
+    t.columns.push_back(make_column(m.key + (pp ? "_gain_pp" : "_gain"),
+                                    m.sides ? std::string("gain") + (pp ? " (pp)" : "")
+                                            : m.title + " gain (pp)",
+                                    m.decimals, Better::kHigher));
+  }
+  const std::int64_t seeds = expected_seeds(*view.sweep);
+  for (auto& [d, s] : pairs) {
+    ReportRow row;
+    row.key = d->key;
+    row.label = d->label + " vs " + s->label;
+    row.status = d->status(seeds) + "; " + s->label + ": " + s->status(seeds);
+    row.base = d->base;
+    for (const Metric& m : metrics) {
+      std::vector<double> doc, sent, gain;
+      for (const SweepPoint* p : d->points) {
+        if (!p->store || p->state != "completed") continue;
+        const double v = m.value(*p->store);
+        doc.push_back(v);
+        for (const SweepPoint* q : s->points)
+          if (q->seed == p->seed && q->store && q->state == "completed") gain.push_back(v - m.value(*q->store));
+      }
+      for (const SweepPoint* q : s->points)
+        if (q->store && q->state == "completed") sent.push_back(m.value(*q->store));
+      if (m.sides) {
+        row.cells.push_back(summarize(doc));
+        row.cells.push_back(summarize(sent));
+      }
+      row.cells.push_back(summarize(gain));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  mark_best(t);
+  return t;
+}
+
 }  // namespace
 
 std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string& test_set_in) {
@@ -330,6 +461,7 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
   add(breakdown_table(view, "extrapolation_bleu", "Length extrapolation",
                       "BLEU on passages 1x, 2x and 4x the training length", "extrapolation/by_length", "bleu", 1, 2,
                       true));
+  add(document_context_table(view));
   add(breakdown_table(view, "contrastive_pronoun", "Contrastive accuracy by pronoun",
                       "Contrastive accuracy (%) by pronoun", "contrastive/by_pronoun", "accuracy", 100, 1, false));
   add(breakdown_table(view, "contrastive_distance", "Contrastive accuracy by antecedent distance",

@@ -28,8 +28,11 @@
 // from the stores' results/<set>/segments; the largest over the seeds),
 // length_bleu and length_chrf (quality by
 // source-length bucket), extrapolation_bleu (1x/2x/4x passages),
-// contrastive_pronoun, contrastive_distance, entities_frequency and
-// entities_consistency (stores with entity consistency only).
+// document_context (each document-level model against its sentence-level
+// twin, when the sweep has one: contrastive accuracy, BLEU and entity
+// consistency with the gain seed by seed), contrastive_pronoun,
+// contrastive_distance, entities_frequency and entities_consistency (stores
+// with entity consistency only).
 //
 // summary.h5 (plain HDF5):
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,
@@ -101,8 +104,20 @@ struct SweepPoint {
   std::string error;       // last_error of a failed store, or why it is unreadable
   std::string kind;        // model.kind ("" when unknown)
   bool in_grid = true;     // listed by sweep.h5 (false: a store the sweep file does not list)
+  // From the store's config ("" and -1 without a readable store): every field
+  // but the seed, the machine's and those of document context (the keys of
+  // kDocumentContextKeys), so a document-level model and its sentence-level
+  // twin share it; and data.context_sentences.
+  std::string context_free_config;
+  std::int64_t context_sentences = -1;
   std::shared_ptr<const core::StoreSnapshot> store;  // null unless readable
 };
+
+// The config fields that make a model document-level rather than
+// sentence-level (a sentence-level model: data.context_sentences <= 1).
+inline constexpr const char* kDocumentContextKeys[] = {"data.context_sentences", "data.context_side",
+                                                       "data.multi_resolution", "data.sentence_steps",
+                                                       "eval.doc_decode"};
 
 struct SweepData {
   std::string name;      // sweep name (the run directory's name)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -120,6 +121,20 @@ ConfigValues config_values(const std::string& text, const std::string& source, s
 std::string value_or(const ConfigValues& values, const std::string& key) {
   auto it = values.find(key);
   return it == values.end() ? "" : it->second;
+}
+
+// Every `key = value` of a config but the seed, the machine's fields and those
+// of document context, one per line.
+std::string context_free_config(const ConfigValues& config) {
+  std::string out;
+  for (auto& [key, value] : config) {
+    if (key == "train.seed" || key == "train.device" || key == "train.threads" || key == "data.tokenizer_dir" ||
+        std::find(std::begin(kDocumentContextKeys), std::end(kDocumentContextKeys), key) !=
+            std::end(kDocumentContextKeys))
+      continue;
+    out += key + " = " + value + "\n";
+  }
+  return out;
 }
 
 std::string unquote(const std::string& v) {
@@ -269,6 +284,8 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
     p.state = core::to_string(snap->status.state);
     p.error = snap->status.last_error;
     p.kind = unquote(value_or(config, "model.kind"));
+    p.context_free_config = context_free_config(config);
+    p.context_sentences = std::strtoll(value_or(config, "data.context_sentences").c_str(), nullptr, 10);
     if (p.name.empty()) p.name = snap->name;
     if (!p.in_grid) {
       p.seed = std::strtoll(value_or(config, "train.seed").c_str(), nullptr, 10);

@@ -381,7 +381,7 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     }
   heading = false;
   for (auto& t : tables)
-    if (starts(t.name, "contrastive_") || starts(t.name, "entities_")) {
+    if (starts(t.name, "document_") || starts(t.name, "contrastive_") || starts(t.name, "entities_")) {
       if (!heading) md << "## Document-level phenomena\n\n";
       heading = true;
       section(t, "###");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's main job: installs what is missing, builds, runs the demo sweep
-# (configs/demo.toml: 7 small models on the synthetic corpus, one MPI rank per
+# (configs/demo.toml: 8 small models on the synthetic corpus, one MPI rank per
 # core) and the collector, and prints the results table. Idempotent: a second
 # run finds every experiment completed and only collects again.
 #   GRID=configs/other.toml RANKS=4 scripts/demo.sh

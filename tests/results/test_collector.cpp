@@ -1133,3 +1133,122 @@ TEST_CASE("collector: a one-factor sweep that has only started", "[results][coll
   REQUIRE(rows.size() == 4);
   CHECK(rows[1][4] == "");  // bleu: no value
 }
+
+TEST_CASE("collector: document-level models against their sentence-level twins", "[results][collector]") {
+  // A document-level base hybrid and Transformer, each with a sentence-level
+  // twin that differs only in document context, and a pure Mamba without one.
+  // No sweep.h5: the points are the stores.
+  const char* grid_text = R"([sweep]
+name = "ctx"
+seeds = [1, 2]
+
+[base]
+model.d_model = 64
+model.n_heads = 4
+data.context_sentences = 4
+data.multi_resolution = true
+train.max_steps = 100
+
+[[variant]]
+name = "transformer"
+model.kind = "transformer"
+
+[[variant]]
+name = "transformer-sent"
+model.kind = "transformer"
+data.context_sentences = 0
+data.multi_resolution = false
+
+[[variant]]
+name = "hybrid-sent"
+data.context_sentences = 1
+data.multi_resolution = false
+
+[[variant]]
+name = "mamba"
+model.kind = "mamba"
+)";
+  TempDir dir;
+  const fs::path run = dir.path() / "runs" / "ctx";
+  fs::create_directories(run / "exp");
+  std::ofstream(run / "sweep.toml") << grid_text;
+  const core::GridConfig grid = core::parse_grid(grid_text, "sweep.toml");
+  auto point_config = [&](const std::string& variant, int64_t seed) {
+    std::vector<std::pair<std::string, std::string>> ov;
+    for (auto& v : grid.variants)
+      if (v.name == variant) ov = v.overrides;
+    ov.emplace_back("train.seed", std::to_string(seed));
+    return grid.point(ov);
+  };
+  // contrastive accuracy, BLEU, entity consistency (NaN: not written).
+  auto add = [&](const std::string& variant, int64_t seed, double contrastive, double bleu, double consistency) {
+    const core::ExperimentConfig c = point_config(variant, seed);
+    Point p{c.id(), variant.empty() ? "base" : variant, variant, seed, {}};
+    Results r;
+    r.bleu = bleu;
+    r.chrf = bleu + 20;
+    r.contrastive = contrastive;
+    r.recall = 0.5;
+    r.decode = r.train = r.memory = r.params = 1;
+    r.by_length = {bleu, bleu, bleu};  // and contrastive/by_distance: 0.9, 0.8, 0.7, 0.6 and contrastive - 0.3
+    r.consistency = consistency;
+    write_store(run, p, c, "completed", r);
+  };
+  add("", 1, 0.8, 30, 0.7);
+  add("", 2, 0.9, 32, 0.8);
+  add("hybrid-sent", 1, 0.6, 29, 0.5);  // seed 2 has no store
+  add("transformer", 1, 0.7, 27, kNaN);
+  add("transformer", 2, 0.7, 29, kNaN);
+  add("transformer-sent", 1, 0.65, 28, kNaN);
+  add("transformer-sent", 2, 0.55, 28, kNaN);
+  add("mamba", 1, 0.6, 25, kNaN);
+
+  CollectOptions o;
+  o.run_dir = run.string();
+  o.formats = {"md", "csv", "json"};
+  std::ostringstream log;
+  const CollectReport r = collect(o, log);
+  const ReportTable& t = find_table(r, "document_context");
+  REQUIRE(t.rows.size() == 2);  // the pure Mamba has no twin
+  CHECK(find_row(t, "base").label == "hybrid vs hybrid-sent");  // the base hybrid
+  CHECK(find_row(t, "transformer").label == "transformer vs transformer-sent");
+  CHECK(find_row(t, "base").base);
+  // Contrastive accuracy: the sides over their own seeds, the gain over the
+  // seeds both have (seed 1 for the hybrid).
+  CHECK(cell(t, "base", "contrastive_accuracy").mean == Approx(85));
+  CHECK(cell(t, "base", "contrastive_accuracy_sentence_level").mean == Approx(60));
+  CHECK(cell(t, "base", "contrastive_accuracy_sentence_level").n == 1);
+  CHECK(cell(t, "base", "contrastive_accuracy_gain_pp").mean == Approx(20));
+  CHECK(cell(t, "base", "contrastive_accuracy_gain_pp").n == 1);
+  CHECK(cell(t, "transformer", "contrastive_accuracy_gain_pp").mean == Approx(10));
+  CHECK(cell(t, "transformer", "contrastive_accuracy_gain_pp").std == Approx(std::sqrt(50.0)));
+  CHECK(cell(t, "transformer", "contrastive_accuracy_gain_pp").n == 2);
+  CHECK(cell(t, "base", "contrastive_accuracy_gain_pp").best);
+  // Antecedents in an earlier sentence: distances 1, 2, 3 and >3 (10 examples
+  // each), weighted: (0.8 + 0.7 + 0.6 + contrastive - 0.3) / 4.
+  CHECK(cell(t, "base", "earlier_sentence_accuracy").mean == Approx(((1.8 + 0.8) / 4 + (1.8 + 0.9) / 4) / 2 * 100));
+  CHECK(cell(t, "base", "earlier_sentence_accuracy_gain_pp").mean == Approx((1.8 + 0.8) / 4 * 100 - 60));
+  CHECK(cell(t, "base", "bleu_gain").mean == Approx(1));
+  CHECK(cell(t, "transformer", "bleu_gain").mean == Approx(0));
+  // Entity consistency: a column since the hybrids' stores have it.
+  CHECK(cell(t, "base", "entity_consistency_gain_pp").mean == Approx(20));
+  CHECK(cell(t, "transformer", "entity_consistency_gain_pp").n == 0);
+
+  const std::string md = core::read_text((fs::path(r.out_dir) / "report.md").string());
+  const size_t section = md.find("## Document-level phenomena");
+  const size_t table = md.find("### Document context against sentence level");
+  REQUIRE(section != std::string::npos);
+  CHECK(section < table);
+  CHECK(table < md.find("### Contrastive accuracy by pronoun"));
+  CHECK(fs::exists(fs::path(r.out_dir) / "tables" / "document_context.csv"));
+
+  // Without its sentence-level twin a model has no row; without any, there is no table.
+  fs::remove_all(run / "exp" / point_config("hybrid-sent", 1).id());
+  o.out_dir = (dir.path() / "one_twin").string();
+  const CollectReport r2 = collect(o, log);
+  REQUIRE(find_table(r2, "document_context").rows.size() == 1);
+  CHECK(find_table(r2, "document_context").rows[0].key == "transformer");
+  for (int64_t seed : {1, 2}) fs::remove_all(run / "exp" / point_config("transformer-sent", seed).id());
+  o.out_dir = (dir.path() / "no_twin").string();
+  for (auto& tab : collect(o, log).tables) CHECK(tab.name != "document_context");
+}
