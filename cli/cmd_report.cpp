@@ -12,6 +12,7 @@
 #include "orchestrator/status.h"
 #include "core/store.h"
 #include "results/collector.h"
+#include "results/contrastive.h"
 #include "results/segments.h"
 
 namespace mambamt::cli {
@@ -68,12 +69,60 @@ std::string label_of(const ComparedStore& c) {
   return c.store.experiment_id + (c.store.name.empty() ? "" : " (" + c.store.name + ")");
 }
 
+// BLEU and chrF of both and sacreBLEU's paired bootstrap test on the test
+// set's segments; InputError naming the store when one has none, or when the
+// two were scored against different references.
+void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const std::string& set) {
+  const results::SegmentStats b = compared_segments(base, set), s = compared_segments(sys, set);
+  if (!b.same_references(s))
+    throw InputError(base.path + " and " + sys.path + ": test set " + set + " was scored against different "
+                     "references (" + std::to_string(b.bleu.size()) + " and " + std::to_string(s.bleu.size()) +
+                     " segments, or other reference text): no paired test");
+  const results::PairedSignificance p = results::paired_significance(b, s);
+  const results::ChrfOptions co = b.chrf_options();
+  const double bleu_b = results::bleu_from_stats(results::sum_bleu_stats(b.bleu)).score;
+  const double chrf_b = results::chrf_from_stats(results::sum_chrf_stats(b.chrf, co), co).score;
+  char line[256];
+  std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
+            << "bootstrap, 1000 resamples\n\n";
+  std::snprintf(line, sizeof line, "%-10s %8s %8s  %s\n", "", "BLEU", "chrF", "experiment");
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "baseline", bleu_b, chrf_b);
+  std::cout << line << label_of(base) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "system", bleu_b + p.bleu_delta, chrf_b + p.chrf_delta);
+  std::cout << line << label_of(sys) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %+8.2f %+8.2f\n", "difference", p.bleu_delta, p.chrf_delta);
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.4f %8.4f\n", "p-value", p.bleu_p, p.chrf_p);
+  std::cout << line;
+}
+
+// Contrastive accuracy of both, over all examples and over those whose
+// antecedent is in an earlier sentence, with the paired test's p-values.
+void print_contrastive(const results::ContrastiveComparison& c, const ComparedStore& base,
+                       const ComparedStore& sys) {
+  char line[256];
+  std::cout << "contrastive set: " << c.examples << " examples (" << c.earlier
+            << " with the antecedent in an earlier sentence), the same examples; paired bootstrap, 1000 resamples\n\n";
+  std::snprintf(line, sizeof line, "%-10s %8s %10s  %s\n", "", "all %", "earlier %", "experiment");
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.1f %10.1f  ", "baseline", 100 * c.baseline, 100 * c.baseline_earlier);
+  std::cout << line << label_of(base) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.1f %10.1f  ", "system", 100 * c.system, 100 * c.system_earlier);
+  std::cout << line << label_of(sys) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %+8.1f %+10.1f\n", "difference", 100 * (c.system - c.baseline),
+                100 * (c.system_earlier - c.baseline_earlier));
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.4f %10.4f\n", "p-value", c.p, c.p_earlier);
+  std::cout << line;
+}
+
 }  // namespace
 
 Command compare_command() {
   CommandSpec spec;
   spec.name = "compare";
-  spec.summary = "paired significance test of two experiments' BLEU and chrF on the same test set";
+  spec.summary = "paired significance test of two experiments' BLEU and chrF (and contrastive accuracy)";
   spec.positionals = {"BASELINE", "SYSTEM"};
   spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
   spec.description =
@@ -81,35 +130,35 @@ Command compare_command() {
       "set. Runs sacreBLEU's paired bootstrap resampling (1000 resamples, seed 12345) on the per-segment\n"
       "statistics the evaluation keeps (results/<set>/segments) and prints both systems' BLEU and chrF,\n"
       "the differences and their p-values: how often resampled test sets show a difference at least as\n"
-      "large from chance alone (below 0.05 is the usual threshold). Exit 1 when a store has no segment\n"
-      "statistics for the set (stores evaluated before they were kept: `mambamt eval --store DIR`), or\n"
-      "when the two were scored against different references.";
+      "large from chance alone (below 0.05 is the usual threshold). When both stores keep per-example\n"
+      "outcomes of the same contrastive set (results/contrastive/examples), the same test of contrastive\n"
+      "accuracy follows, over all examples and over those whose antecedent is in an earlier sentence\n"
+      "(a document-level model against its sentence-level twin, whose test segments differ). Exit 1 when\n"
+      "no test can run: a store has no segment statistics for the set (stores evaluated before they\n"
+      "were kept: `mambamt eval --store DIR`) or the two were scored against different references, and\n"
+      "there is no contrastive test either.";
   return {spec, [](const ParsedArgs& a) {
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
-            const results::SegmentStats b = compared_segments(base, set), s = compared_segments(sys, set);
-            if (!b.same_references(s))
-              throw InputError(base.path + " and " + sys.path + ": test set " + set + " was scored against different "
-                               "references (" + std::to_string(b.bleu.size()) + " and " + std::to_string(s.bleu.size()) +
-                               " segments, or other reference text): no paired test");
-            const results::PairedSignificance p = results::paired_significance(b, s);
-            const results::ChrfOptions co = b.chrf_options();
-            const double bleu_b = results::bleu_from_stats(results::sum_bleu_stats(b.bleu)).score;
-            const double chrf_b = results::chrf_from_stats(results::sum_chrf_stats(b.chrf, co), co).score;
-            char line[256];
-            std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
-                      << "bootstrap, 1000 resamples\n\n";
-            std::snprintf(line, sizeof line, "%-10s %8s %8s  %s\n", "", "BLEU", "chrF", "experiment");
-            std::cout << line;
-            std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "baseline", bleu_b, chrf_b);
-            std::cout << line << label_of(base) << "\n";
-            std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "system", bleu_b + p.bleu_delta,
-                          chrf_b + p.chrf_delta);
-            std::cout << line << label_of(sys) << "\n";
-            std::snprintf(line, sizeof line, "%-10s %+8.2f %+8.2f\n", "difference", p.bleu_delta, p.chrf_delta);
-            std::cout << line;
-            std::snprintf(line, sizeof line, "%-10s %8.4f %8.4f\n", "p-value", p.bleu_p, p.chrf_p);
-            std::cout << line;
+            const auto cb = results::contrastive_outcomes(base.store), cs = results::contrastive_outcomes(sys.store);
+            const bool contrastive = cb && cs && cb->set == cs->set && cb->correct.size() == cs->correct.size();
+            try {
+              print_bleu_chrf(base, sys, set);
+            } catch (const InputError& e) {
+              // Without the contrastive test there is nothing to show: exit 1 with the reason.
+              if (!contrastive) throw;
+              std::cout << "BLEU and chrF: " << e.what() << "\n";
+            }
+            std::cout << "\n";
+            if (contrastive) {
+              print_contrastive(results::compare_contrastive(*cb, *cs), base, sys);
+            } else if (!cb || !cs) {
+              std::cout << "contrastive accuracy: no paired test (" << (cb ? sys.path : base.path)
+                        << " keeps no per-example outcomes; mambamt eval --store DIR evaluates it again)\n";
+            } else {
+              std::cout << "contrastive accuracy: no paired test (other contrastive sets: " << cb->set << " and "
+                        << cs->set << ")\n";
+            }
             return 0;
           }};
 }
@@ -131,7 +180,9 @@ Command collect_command() {
       "length-sensitivity and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF\n"
       "differences are tested by paired bootstrap resampling, seed by seed on the stores' segment\n"
       "statistics: each model against the Transformer, each ablation row against the axis's base\n"
-      "value. Unreadable stores, and test sets scored on different texts, are reported by path.";
+      "value; contrastive accuracy on the stores' per-example outcomes: each document-level model against\n"
+      "its sentence-level twin (the document-context table, when the sweep has such twins). Unreadable\n"
+      "stores, and test sets scored on different texts, are reported by path.";
   return {spec, [](const ParsedArgs& a) {
             results::CollectOptions opt;
             opt.run_dir = a.positional[0];

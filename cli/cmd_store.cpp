@@ -94,10 +94,14 @@ Command store_show_command() {
               for (auto& [name, v] : s.scalars) std::cout << "  " << std::left << std::setw(34) << name << number(v) << "\n";
               for (auto& [name, t] : s.tables) {
                 std::cout << "  " << name << " (" << t.rows.size() << " x " << t.columns.size() << ")";
-                const bool segments = name.size() > 9 && name.compare(name.size() - 9, 9, "/segments") == 0;
-                if (segments || t.rows.size() > 20) {
-                  std::cout << (segments ? ": per-segment statistics (mambamt compare uses them)\n"
-                                         : ": not shown (more than 20 rows)\n");
+                auto ends = [&name](const std::string& tail) {
+                  return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+                };
+                const bool segments = ends("/segments"), examples = ends("/examples");
+                if (segments || examples || t.rows.size() > 20) {
+                  std::cout << (segments   ? ": per-segment statistics (mambamt compare uses them)\n"
+                                : examples ? ": per-example outcomes (the collector's paired tests use them)\n"
+                                           : ": not shown (more than 20 rows)\n");
                   continue;
                 }
                 std::cout << "\n";

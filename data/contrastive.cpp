@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "data/detail/text.h"
 
 namespace mambamt::data {
@@ -38,6 +39,31 @@ bool ContrastiveExample::operator==(const ContrastiveExample& o) const {
   return doc_id == o.doc_id && sentence == o.sentence && phenomenon == o.phenomenon && label == o.label &&
          distance == o.distance && src_context == o.src_context && tgt_context == o.tgt_context &&
          source == o.source && reference == o.reference && contrastive == o.contrastive;
+}
+
+std::string contrastive_summary(const std::vector<ContrastiveExample>& examples) {
+  // Every field, a unit separator (0x1f) after each and a record separator
+  // (0x1e) after each example, so no two different sets join to the same bytes.
+  core::Fnv64 h;
+  auto field = [&h](const std::string& s) {
+    h.add(s);
+    h.add_byte(0x1f);
+  };
+  for (const ContrastiveExample& e : examples) {
+    field(e.doc_id);
+    field(std::to_string(e.sentence));
+    field(e.phenomenon);
+    field(e.label);
+    field(std::to_string(e.distance));
+    for (auto* list : {&e.src_context, &e.tgt_context, &e.contrastive}) {
+      for (const std::string& s : *list) field(s);
+      h.add_byte(0x1d);
+    }
+    field(e.source);
+    field(e.reference);
+    h.add_byte(0x1e);
+  }
+  return h.hex() + " (" + std::to_string(examples.size()) + " examples)";
 }
 
 std::string distance_bucket(int64_t distance) {

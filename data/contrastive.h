@@ -40,6 +40,11 @@ struct ContrastiveExample {
   bool operator==(const ContrastiveExample& o) const;
 };
 
+// "<16 hex digits> (<n> examples)": a fingerprint of every field of the
+// examples in order (the store's text data.contrastive), so that per-example
+// results of two experiments are compared only on the same set.
+std::string contrastive_summary(const std::vector<ContrastiveExample>& examples);
+
 // The reporting bucket of an antecedent distance: "0", "1", "2", "3" or ">3".
 std::string distance_bucket(int64_t distance);
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
+#include "results/contrastive.h"
 #include "results/segments.h"
 
 namespace mambamt::results {
@@ -114,6 +115,16 @@ std::optional<SegmentStats> segments_of(const SweepPoint& p, const std::string& 
   }
 }
 
+// A cell of p-values over seed pairs: the largest (n = the pairs), so that a
+// difference is called significant only where it is for every seed.
+ReportCell largest_p(const std::vector<double>& ps) {
+  ReportCell c;
+  if (ps.empty()) return c;
+  c.mean = *std::max_element(ps.begin(), ps.end());
+  c.n = static_cast<std::int64_t>(ps.size());
+  return c;
+}
+
 // Paired bootstrap p-values (BLEU, chrF) of a model against the reference,
 // seed by seed: each of its completed points against the reference's point of
 // the same seed, on the test set's segments when both hold the same ones. A
@@ -135,14 +146,7 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
       break;
     }
   }
-  auto cell = [](const std::vector<double>& ps) {
-    ReportCell c;
-    if (ps.empty()) return c;
-    c.mean = *std::max_element(ps.begin(), ps.end());
-    c.n = static_cast<std::int64_t>(ps.size());
-    return c;
-  };
-  return {cell(bleu), cell(chrf)};
+  return {largest_p(bleu), largest_p(chrf)};
 }
 
 ReportTable ablation_table(const SweepView& view, size_t k) {
@@ -335,6 +339,31 @@ double earlier_sentence_accuracy(const core::StoreSnapshot& s) {
   return total > 0 ? hits / total : kNaN;
 }
 
+// Paired bootstrap p-values of contrastive accuracy (all examples, and those
+// whose antecedent is in an earlier sentence) of `system` against `baseline`,
+// seed by seed on the same set; each cell the largest p over the seed pairs.
+std::pair<ReportCell, ReportCell> contrastive_significance(const PointGroup& system, const PointGroup& baseline) {
+  auto outcomes = [](const SweepPoint& p) -> std::optional<ContrastiveOutcomes> {
+    if (!p.store || p.state != "completed") return std::nullopt;
+    return contrastive_outcomes(*p.store);
+  };
+  std::vector<double> all, earlier;
+  for (const SweepPoint* p : system.points) {
+    const std::optional<ContrastiveOutcomes> sys = outcomes(*p);
+    if (!sys) continue;
+    for (const SweepPoint* q : baseline.points) {
+      if (q->seed != p->seed) continue;
+      const std::optional<ContrastiveOutcomes> base = outcomes(*q);
+      if (!base || base->set != sys->set || base->correct.size() != sys->correct.size()) break;
+      const ContrastiveComparison c = compare_contrastive(*base, *sys);
+      all.push_back(c.p);
+      if (c.earlier > 0) earlier.push_back(c.p_earlier);
+      break;
+    }
+  }
+  return {largest_p(all), largest_p(earlier)};
+}
+
 // Document context against its absence: every document-level configuration of
 // the sweep (data.context_sentences > 1) beside the sentence-level one
 // (<= 1) that differs from it only in the fields of document context
@@ -369,6 +398,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     int decimals;
     std::function<double(const core::StoreSnapshot&)> value;
     bool sides;  // document- and sentence-level columns before the gain
+    int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones; 0 none
   };
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
@@ -377,10 +407,10 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     };
   };
   std::vector<Metric> metrics = {
-      {"contrastive_accuracy", "Contrastive acc. (%)", 1, scalar("contrastive/accuracy", 100), true},
+      {"contrastive_accuracy", "Contrastive acc. (%)", 1, scalar("contrastive/accuracy", 100), true, 1},
       {"earlier_sentence_accuracy", "Antecedent in an earlier sentence (%)", 1,
-       [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true},
-      {"bleu", "BLEU", 2, scalar(view.test_set + "/bleu", 1), true},
+       [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true, 2},
+      {"bleu", "BLEU", 2, scalar(view.test_set + "/bleu", 1), true, 0},
   };
   bool consistency = false;
   for (auto& [d, s] : pairs)
@@ -388,7 +418,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       for (const core::StoreSnapshot* st : g->completed())
         consistency = consistency || std::isfinite(scalar("entities/consistency", 1)(*st));
   if (consistency)
-    metrics.push_back({"entity_consistency", "Entity consistency", 1, scalar("entities/consistency", 100), false});
+    metrics.push_back({"entity_consistency", "Entity consistency", 1, scalar("entities/consistency", 100), false, 0});
 
   ReportTable t;
   t.name = "document_context";
@@ -400,7 +430,9 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
               "those whose antecedent is in an earlier sentence; BLEU on test set " +
               view.test_set +
               " (over each model's own test examples: passages for a model that translates whole passages); "
-              "mean \u00b1 std over seeds (n)";
+              "mean \u00b1 std over seeds (n); p: paired bootstrap resampling (1000 resamples) of the contrastive "
+              "accuracy against the sentence-level model of the same seed on the same examples, the largest p over "
+              "the seeds (n)";
   t.row_title = "model";
   for (const Metric& m : metrics) {
     if (m.sides) {
@@ -412,6 +444,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
                                     m.sides ? std::string("gain") + (pp ? " (pp)" : "")
                                             : m.title + " gain (pp)",
                                     m.decimals, Better::kHigher));
+    if (m.test) t.columns.push_back(make_column(m.key + "_p", "p", 3, Better::kNone));
   }
   const std::int64_t seeds = expected_seeds(*view.sweep);
   for (auto& [d, s] : pairs) {
@@ -420,6 +453,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     row.label = d->label + " vs " + s->label;
     row.status = d->status(seeds) + "; " + s->label + ": " + s->status(seeds);
     row.base = d->base;
+    const std::pair<ReportCell, ReportCell> p = contrastive_significance(*d, *s);
     for (const Metric& m : metrics) {
       std::vector<double> doc, sent, gain;
       for (const SweepPoint* p : d->points) {
@@ -436,6 +470,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
         row.cells.push_back(summarize(sent));
       }
       row.cells.push_back(summarize(gain));
+      if (m.test) row.cells.push_back(m.test == 1 ? p.first : p.second);
     }
     t.rows.push_back(std::move(row));
   }

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "data/batching.h"
+#include "data/contrastive.h"
 #include "results/bleu.h"
 #include "results/bootstrap.h"
 #include "results/chrf.h"
@@ -335,6 +337,20 @@ void write_contrastive(core::ExperimentStore& store, const std::string& prefix,
     by_ph.values.push_back(static_cast<double>(r.total.total));
   }
   store.set_table(prefix + "by_phenomenon", by_ph);
+  // Each example's outcome and antecedent distance in the set's order, and the
+  // set's fingerprint (text data.contrastive[.<set>]): the collector's paired
+  // test of two experiments on the same examples.
+  core::ResultTable outcomes;
+  outcomes.columns = {"correct", "distance"};
+  for (size_t i = 0; i < scores.size(); ++i) {
+    outcomes.rows.push_back(std::to_string(i));
+    outcomes.values.push_back(results::contrastive_correct(scores[i]) ? 1 : 0);
+    outcomes.values.push_back(static_cast<double>(scores[i].distance));
+  }
+  store.set_table(prefix + "examples", outcomes);
+  std::string text = "data." + prefix.substr(0, prefix.size() - 1);  // prefix: contrastive/[<set>/]
+  std::replace(text.begin(), text.end(), '/', '.');
+  store.set_text(text, data::contrastive_summary(examples));
 }
 
 // Peak training memory of one forward+backward at batch 1, source and target

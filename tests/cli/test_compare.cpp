@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/store.h"
+#include "results/contrastive.h"
 #include "results/segments.h"
 #include "test_util.h"
 
@@ -112,4 +113,76 @@ TEST_CASE("mambamt compare: scores, differences and p-values of two stores on th
   CHECK(show.code == 0);
   CHECK_THAT(show.output, Catch::Contains("test/segments (80 x 28): per-segment statistics"));
   CHECK(show.output.find("bleu_match_1") == std::string::npos);
+}
+
+TEST_CASE("mambamt compare: contrastive accuracy of a document-level model against its sentence-level twin", "[cli]") {
+  TempDir tmp;
+  const std::vector<std::string> refs = references();
+  // The twins were scored on other test segments (passages against sentences),
+  // so BLEU and chrF have no paired test, but the contrastive examples are the same.
+  std::vector<std::string> passages;
+  for (size_t i = 0; i + 1 < refs.size(); i += 2) passages.push_back(refs[i] + " " + refs[i + 1]);
+  const std::string sent = experiment(tmp, "aaaaaaaaaaaa", translations(2, refs), refs);
+  const std::string doc = experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages);
+  // 100 examples, antecedent distance i % 4: the sentence-level model right on
+  // every other one, the document-level one on 9 in 10.
+  auto outcomes = [](const std::string& dir, int wrong_every, const std::string& set) {
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    core::ResultTable t;
+    t.columns = {"correct", "distance"};
+    for (int i = 0; i < 100; ++i) {
+      t.rows.push_back(std::to_string(i));
+      t.values.push_back(i % wrong_every == 0 ? 0 : 1);
+      t.values.push_back(i % 4);
+    }
+    store.set_table("contrastive/examples", t);
+    store.set_text("data.contrastive", set);
+    store.commit();
+  };
+  CommandResult missing = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(missing.code == 1);  // neither test can run
+  CHECK_THAT(missing.output, Catch::Contains("scored against different references (80 and 40 segments"));
+
+  const std::string set = "00000000000000aa (100 examples)";
+  outcomes(sent, 2, set);
+  outcomes(doc, 10, set);
+  CommandResult r = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("BLEU and chrF: ") &&
+                           Catch::Contains("scored against different references (80 and 40 segments"));
+  CHECK_THAT(r.output, Catch::Contains("contrastive set: 100 examples (75 with the antecedent in an earlier "
+                                       "sentence), the same examples"));
+  CHECK_THAT(r.output, Catch::Contains("baseline       50.0       66.7  aaaaaaaaaaaa (model aaaaaaaaaaaa)"));
+  CHECK_THAT(r.output, Catch::Contains("system         90.0       93.3  bbbbbbbbbbbb (model bbbbbbbbbbbb)"));
+  CHECK_THAT(r.output, Catch::Contains("difference    +40.0      +26.7"));
+  const results::ContrastiveComparison c =
+      results::compare_contrastive(*results::contrastive_outcomes(core::ExperimentStore::read(sent + "/store.h5")),
+                                   *results::contrastive_outcomes(core::ExperimentStore::read(doc + "/store.h5")));
+  CHECK(c.p < 0.01);
+  char line[64];
+  std::snprintf(line, sizeof line, "p-value    %8.4f %10.4f", c.p, c.p_earlier);
+  CHECK_THAT(r.output, Catch::Contains(line));
+
+  // Another contrastive set: no contrastive test, and no BLEU test either.
+  outcomes(doc, 10, "00000000000000bb (100 examples)");
+  CommandResult other = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(other.code == 1);
+  // Same segments and the same set: both tests.
+  const std::string same = experiment(tmp, "cccccccccccc", translations(3, refs), refs);
+  outcomes(same, 3, set);
+  CommandResult both = run_shell(mambamt_binary() + " compare " + sent + " " + same);
+  INFO(both.output);
+  CHECK(both.code == 0);
+  CHECK_THAT(both.output, Catch::StartsWith("test set test: 80 segments, the same references") &&
+                              Catch::Contains("contrastive set: 100 examples"));
+  CommandResult sets = run_shell(mambamt_binary() + " compare " + same + " " + doc);
+  CHECK(sets.code == 1);
+  // Same segments, one store without outcomes: BLEU and chrF, and why no contrastive test.
+  const std::string plain = experiment(tmp, "dddddddddddd", translations(4, refs), refs);
+  CommandResult partly = run_shell(mambamt_binary() + " compare " + same + " " + plain);
+  CHECK(partly.code == 0);
+  CHECK_THAT(partly.output, Catch::Contains("test set test: 80 segments") &&
+                                Catch::Contains("contrastive accuracy: no paired test (" + plain +
+                                                "/store.h5 keeps no per-example outcomes"));
 }

@@ -405,6 +405,22 @@ TEST_CASE("contrastive TSV round trip and errors") {
   REQUIRE(back.size() == 2);
   CHECK((back[0] == e));
   CHECK((back[1] == first));
+  // The set's fingerprint: the same examples give the same, any field changed another.
+  const std::string summary = contrastive_summary({e, first});
+  CHECK(summary.find_first_not_of("0123456789abcdef") == 16);
+  CHECK(summary.substr(16) == " (2 examples)");
+  CHECK(contrastive_summary(back) == summary);
+  CHECK(contrastive_summary({first, e}) != summary);
+  ContrastiveExample moved = first;
+  moved.tgt_context = {"x"};
+  moved.src_context = {"y"};
+  const std::string with_context = contrastive_summary({e, moved});
+  CHECK(with_context != summary);
+  std::swap(moved.src_context, moved.tgt_context);  // the same strings in the other field
+  CHECK(contrastive_summary({e, moved}) != with_context);
+  moved = e;
+  moved.distance = 1;
+  CHECK(contrastive_summary({moved, first}) != summary);
   CHECK(distance_bucket(0) == "0");
   CHECK(distance_bucket(3) == "3");
   CHECK(distance_bucket(4) == ">3");

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <sstream>
@@ -1202,6 +1203,31 @@ model.kind = "mamba"
   add("transformer-sent", 1, 0.65, 28, kNaN);
   add("transformer-sent", 2, 0.55, 28, kNaN);
   add("mamba", 1, 0.6, 25, kNaN);
+  // Per-example outcomes of 100 contrastive examples (antecedent distance i % 5)
+  // for the paired tests: the base hybrid right on 9 in 10 against its twin's 1
+  // in 2; the Transformer's twin right on one example fewer than it.
+  auto outcomes = [&](const std::string& variant, int64_t seed, const std::function<bool(int)>& right,
+                      const std::string& set) {
+    core::ExperimentStore store =
+        core::ExperimentStore::open((run / "exp" / point_config(variant, seed).id() / "store.h5").string());
+    std::vector<std::string> rows;
+    std::vector<double> values;
+    for (int i = 0; i < 100; ++i) {
+      rows.push_back(std::to_string(i));
+      values.push_back(right(i) ? 1 : 0);
+      values.push_back(i % 5);
+    }
+    store.set_table("contrastive/examples", table(rows, {"correct", "distance"}, values));
+    store.set_text("data.contrastive", set);
+    store.commit();
+  };
+  const std::string set = "00000000000000aa (100 examples)";
+  for (int64_t seed : {1, 2}) {
+    outcomes("", seed, [](int i) { return i % 10 != 0; }, set);
+    outcomes("transformer", seed, [](int i) { return i % 2 == 0; }, set);
+    outcomes("transformer-sent", seed, [](int i) { return i % 2 == 0 && i != 2; }, set);
+  }
+  outcomes("hybrid-sent", 1, [](int i) { return i % 2 == 0; }, set);
 
   CollectOptions o;
   o.run_dir = run.string();
@@ -1228,6 +1254,13 @@ model.kind = "mamba"
   // each), weighted: (0.8 + 0.7 + 0.6 + contrastive - 0.3) / 4.
   CHECK(cell(t, "base", "earlier_sentence_accuracy").mean == Approx(((1.8 + 0.8) / 4 + (1.8 + 0.9) / 4) / 2 * 100));
   CHECK(cell(t, "base", "earlier_sentence_accuracy_gain_pp").mean == Approx((1.8 + 0.8) / 4 * 100 - 60));
+  // Paired tests of contrastive accuracy, seed by seed on the same examples.
+  CHECK(cell(t, "base", "contrastive_accuracy_p").mean < 0.01);
+  CHECK(cell(t, "base", "contrastive_accuracy_p").n == 1);
+  CHECK(cell(t, "base", "earlier_sentence_accuracy_p").mean < 0.01);
+  CHECK(cell(t, "transformer", "contrastive_accuracy_p").mean > 0.05);
+  CHECK(cell(t, "transformer", "contrastive_accuracy_p").n == 2);
+  CHECK(cell(t, "transformer", "earlier_sentence_accuracy_p").mean > 0.05);
   CHECK(cell(t, "base", "bleu_gain").mean == Approx(1));
   CHECK(cell(t, "transformer", "bleu_gain").mean == Approx(0));
   // Entity consistency: a column since the hybrids' stores have it.
@@ -1241,6 +1274,13 @@ model.kind = "mamba"
   CHECK(section < table);
   CHECK(table < md.find("### Contrastive accuracy by pronoun"));
   CHECK(fs::exists(fs::path(r.out_dir) / "tables" / "document_context.csv"));
+
+  // Outcomes on another contrastive set are not compared.
+  outcomes("hybrid-sent", 1, [](int i) { return i % 2 == 0; }, "00000000000000bb (100 examples)");
+  o.out_dir = (dir.path() / "other_set").string();
+  const CollectReport other = collect(o, log);
+  CHECK(cell(find_table(other, "document_context"), "base", "contrastive_accuracy_p").n == 0);
+  CHECK(cell(find_table(other, "document_context"), "transformer", "contrastive_accuracy_p").n == 2);
 
   // Without its sentence-level twin a model has no row; without any, there is no table.
   fs::remove_all(run / "exp" / point_config("hybrid-sent", 1).id());

@@ -126,6 +126,24 @@ TEST_CASE("TER by hand") {
   CHECK(translation_edit_rate({"x", "y"}, {}) == 2);
 }
 
+TEST_CASE("paired test of two systems' contrastive accuracy") {
+  // 200 examples: the baseline right on every other one; a system right on
+  // nine in ten, and one right on one example more than the baseline.
+  std::vector<double> base, better, one_more;
+  for (int i = 0; i < 200; ++i) {
+    base.push_back(i % 2 == 0 ? 1 : 0);
+    better.push_back(i % 10 == 0 ? 0 : 1);
+    one_more.push_back(i == 1 ? 1 : base.back());
+  }
+  CHECK(paired_accuracy_p(base, better) < 0.01);
+  CHECK(paired_accuracy_p(base, one_more) > 0.05);
+  CHECK(paired_accuracy_p(better, base) < 0.01);  // either direction
+  // sacreBLEU's p for identical systems: no resample beats a difference of 0.
+  CHECK(paired_accuracy_p(base, base) == Approx(1.0 / 1001));
+  CHECK_THROWS_AS(paired_accuracy_p(base, {1, 0}), InputError);
+  CHECK_THROWS_AS(paired_accuracy_p({}, {}), InputError);
+}
+
 TEST_CASE("contrastive accuracy by hand: ties and NaN count as wrong") {
   std::vector<ContrastiveScores> ex = {
       {-1.0, {-2.0, -3.0}, "er", 0},  // right

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -15,6 +16,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/store.h"
+#include "results/contrastive.h"
 #include "results/segments.h"
 #include "train/decode.h"
 #include "train/experiment.h"
@@ -197,8 +199,24 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   auto by_len = table("test/by_length", {"bleu", "chrf", "n", "mean_src_len"});
   CHECK(by_len.rows == std::vector<std::string>{"1-8", "9-16", "17-32", "33+"});
   table("contrastive/by_pronoun", {"accuracy", "n"});
+  // Each example's outcome, in the set's order: they sum to the accuracy, and
+  // their distances to the distance buckets' counts.
+  auto outcomes = table("contrastive/examples", {"correct", "distance"});
+  double right = 0;
+  std::map<std::string, double> per_bucket;
+  for (size_t r = 0; r < outcomes.rows.size(); ++r) {
+    CHECK(outcomes.rows[r] == std::to_string(r));
+    CHECK((outcomes.at(r, 0) == 0 || outcomes.at(r, 0) == 1));
+    right += outcomes.at(r, 0);
+    per_bucket[results::distance_bucket_label(results::distance_bucket_index(static_cast<int64_t>(outcomes.at(r, 1))))] += 1;
+  }
+  CHECK(right / static_cast<double>(outcomes.rows.size()) == Approx(s.scalars["contrastive/accuracy"]));
+  REQUIRE(s.texts.count("data.contrastive"));
+  CHECK_THAT(s.texts["data.contrastive"],
+             Catch::EndsWith(" (" + std::to_string(outcomes.rows.size()) + " examples)"));
   auto dist = table("contrastive/by_distance", {"accuracy", "n"});
   CHECK(dist.rows == std::vector<std::string>{"0", "1", "2", "3", ">3"});
+  for (size_t r = 0; r < dist.rows.size(); ++r) CHECK(dist.at(r, 1) == per_bucket[dist.rows[r]]);
   auto ent = table("entities/by_frequency", {"recall", "n", "consistency", "consistency_n"});
   CHECK(ent.rows == std::vector<std::string>{"unseen", "1-15", "16+"});
   // Consistency: a share (NaN only when no repeated entity was rendered), over
