@@ -101,20 +101,26 @@ void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const 
 // antecedent is in an earlier sentence, with the paired test's p-values.
 void print_contrastive(const results::ContrastiveComparison& c, const ComparedStore& base,
                        const ComparedStore& sys) {
+  // The earlier-sentence column is "-" when no example has its antecedent in an earlier sentence.
+  auto earlier = [&c](const char* format, double v) {
+    char cell[32];
+    if (c.earlier == 0) std::snprintf(cell, sizeof cell, "%10s", "-");
+    else std::snprintf(cell, sizeof cell, format, v);
+    return std::string(cell);
+  };
   char line[256];
   std::cout << "contrastive set: " << c.examples << " examples (" << c.earlier
             << " with the antecedent in an earlier sentence), the same examples; paired bootstrap, 1000 resamples\n\n";
   std::snprintf(line, sizeof line, "%-10s %8s %10s  %s\n", "", "all %", "earlier %", "experiment");
   std::cout << line;
-  std::snprintf(line, sizeof line, "%-10s %8.1f %10.1f  ", "baseline", 100 * c.baseline, 100 * c.baseline_earlier);
-  std::cout << line << label_of(base) << "\n";
-  std::snprintf(line, sizeof line, "%-10s %8.1f %10.1f  ", "system", 100 * c.system, 100 * c.system_earlier);
-  std::cout << line << label_of(sys) << "\n";
-  std::snprintf(line, sizeof line, "%-10s %+8.1f %+10.1f\n", "difference", 100 * (c.system - c.baseline),
-                100 * (c.system_earlier - c.baseline_earlier));
-  std::cout << line;
-  std::snprintf(line, sizeof line, "%-10s %8.4f %10.4f\n", "p-value", c.p, c.p_earlier);
-  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.1f ", "baseline", 100 * c.baseline);
+  std::cout << line << earlier("%10.1f", 100 * c.baseline_earlier) << "  " << label_of(base) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.1f ", "system", 100 * c.system);
+  std::cout << line << earlier("%10.1f", 100 * c.system_earlier) << "  " << label_of(sys) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %+8.1f ", "difference", 100 * (c.system - c.baseline));
+  std::cout << line << earlier("%+10.1f", 100 * (c.system_earlier - c.baseline_earlier)) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.4f ", "p-value", c.p);
+  std::cout << line << earlier("%10.4f", c.p_earlier) << "\n";
 }
 
 }  // namespace

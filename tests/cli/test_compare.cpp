@@ -126,14 +126,14 @@ TEST_CASE("mambamt compare: contrastive accuracy of a document-level model again
   const std::string doc = experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages);
   // 100 examples, antecedent distance i % 4: the sentence-level model right on
   // every other one, the document-level one on 9 in 10.
-  auto outcomes = [](const std::string& dir, int wrong_every, const std::string& set) {
+  auto outcomes = [](const std::string& dir, int wrong_every, const std::string& set, int distances = 4) {
     core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
     core::ResultTable t;
     t.columns = {"correct", "distance"};
     for (int i = 0; i < 100; ++i) {
       t.rows.push_back(std::to_string(i));
       t.values.push_back(i % wrong_every == 0 ? 0 : 1);
-      t.values.push_back(i % 4);
+      t.values.push_back(i % distances);
     }
     store.set_table("contrastive/examples", t);
     store.set_text("data.contrastive", set);
@@ -185,4 +185,13 @@ TEST_CASE("mambamt compare: contrastive accuracy of a document-level model again
   CHECK_THAT(partly.output, Catch::Contains("test set test: 80 segments") &&
                                 Catch::Contains("contrastive accuracy: no paired test (" + plain +
                                                 "/store.h5 keeps no per-example outcomes"));
+  // A set without antecedents in earlier sentences: that column says so.
+  outcomes(same, 3, "00000000000000cc (100 examples)", 1);
+  outcomes(plain, 2, "00000000000000cc (100 examples)", 1);
+  CommandResult same_sentence = run_shell(mambamt_binary() + " compare " + same + " " + plain);
+  INFO(same_sentence.output);
+  CHECK(same_sentence.code == 0);
+  CHECK_THAT(same_sentence.output, Catch::Contains("(0 with the antecedent in an earlier sentence)") &&
+                                       Catch::Contains("difference    -16.0          -\n") &&
+                                       !Catch::Contains("nan"));
 }
