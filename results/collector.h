@@ -38,7 +38,8 @@
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,
 //                         sweep_state, design, test_set, points_source (sweep.h5 | stores), created, partial
 //   /status               attrs: one int64 per state (completed, running, pending, interrupted,
-//                         failed, missing, unreadable) and total
+//                         failed, missing, unreadable), total, and outside_grid (stores of points
+//                         a changed grid no longer has: not in the other counts, nor in the tables)
 //   /points/{id,name,variant,state,error,store}  string arrays; seed, in_grid int64 arrays;
 //                         axis_values 2-D strings (points x axes); attrs axes, base_values, target_values
 //   /problems             string array: "path: reason" of every unreadable file
@@ -137,7 +138,8 @@ struct SweepData {
 // directory (neither sweep.h5, sweep.toml nor exp/).
 SweepData load_sweep(const std::string& run_dir, std::ostream& log);
 
-// Point counts by state (every state name, zeros included, and "total").
+// Point counts by state (every state name, zeros included, and "total") of the
+// grid's points, and "outside_grid": stores of points it no longer has.
 std::map<std::string, std::int64_t> state_counts(const SweepData& sweep);
 
 struct CollectReport {

@@ -394,8 +394,16 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
 std::map<std::string, std::int64_t> state_counts(const SweepData& sweep) {
   std::map<std::string, std::int64_t> counts;
   for (const char* s : detail::kStates) counts[s] = 0;
-  for (auto& p : sweep.points) ++counts[p.state];
-  counts["total"] = static_cast<std::int64_t>(sweep.points.size());
+  counts["total"] = 0;
+  counts["outside_grid"] = 0;
+  for (auto& p : sweep.points) {
+    if (detail::outside_grid(sweep, p)) {
+      ++counts["outside_grid"];
+      continue;
+    }
+    ++counts[p.state];
+    ++counts["total"];
+  }
   return counts;
 }
 

@@ -50,7 +50,10 @@ std::string counts_line(const std::map<std::string, std::int64_t>& counts) {
     if (!s.empty()) s += " \u00b7 ";
     s += std::string(state) + " " + std::to_string(counts.at(state));
   }
-  return s + " \u00b7 total " + std::to_string(counts.at("total"));
+  s += " \u00b7 total " + std::to_string(counts.at("total"));
+  if (counts.at("outside_grid") > 0)
+    s += " (and " + std::to_string(counts.at("outside_grid")) + " store(s) outside the grid, left out)";
+  return s;
 }
 
 std::string md_cell(std::string s) {
@@ -351,6 +354,10 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     md << "**Partial results:** " << counts.at("completed") << " of " << counts.at("total")
        << " points completed; the numbers below use the completed points only, and each row's status says what "
           "is still out.\n\n";
+  if (counts.at("outside_grid") > 0)
+    md << "**Stores outside the grid:** " << counts.at("outside_grid")
+       << " store(s) of points the grid no longer has (it was changed with --allow-grid-change) are left out of "
+          "the counts and tables; tables/points.csv lists them with in_grid = false.\n\n";
   if (!sweep.problems.empty()) {
     md << "**Unreadable files (skipped):**\n\n";
     for (auto& p : sweep.problems) md << "- `" << md_cell(p) << "`\n";

@@ -113,6 +113,8 @@ std::vector<std::pair<std::string, const PointGroup*>> SweepView::axis_rows(size
   return rows;
 }
 
+bool outside_grid(const SweepData& sweep, const SweepPoint& p) { return sweep.has_sweep_file && !p.in_grid; }
+
 SweepView make_view(const SweepData& sweep, const std::string& test_set) {
   SweepView view;
   view.sweep = &sweep;
@@ -123,6 +125,7 @@ SweepView make_view(const SweepData& sweep, const std::string& test_set) {
   std::map<std::pair<std::string, std::vector<std::string>>, size_t> index;
   for (auto& p : sweep.points) {
     if (p.state == "unreadable" && !p.in_grid) continue;  // cannot be placed
+    if (outside_grid(sweep, p)) continue;
     auto key = std::make_pair(p.variant, p.axis_values);
     auto it = index.find(key);
     if (it == index.end()) {

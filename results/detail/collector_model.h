@@ -24,6 +24,13 @@ std::string canonical_value(const std::string& text);
 // attention:Mamba ratio ("0.125 (1:7)").
 std::string display_value(const std::string& key, const std::string& value);
 
+// Whether a point is a store of a point that the sweep's grid no longer has
+// (left by a grid changed with --allow-grid-change): sweep.h5 does not list
+// it. Such points are counted apart and kept out of the tables, where they
+// would pass for more seeds of the configuration with their variant and axis
+// values. Without sweep.h5 every point comes from a store and none is outside.
+bool outside_grid(const SweepData& sweep, const SweepPoint& p);
+
 // The points of one configuration: same variant and axis values, one per seed.
 struct PointGroup {
   std::string key;    // stable machine label: "transformer", "model.d_state=32", "base"

@@ -1292,3 +1292,36 @@ model.kind = "mamba"
   o.out_dir = (dir.path() / "no_twin").string();
   for (auto& tab : collect(o, log).tables) CHECK(tab.name != "document_context");
 }
+
+TEST_CASE("collector: stores of points a changed grid no longer has stay out of the counts and tables",
+          "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  // A Transformer of the grid before a change (--allow-grid-change; another
+  // max_steps): its store is still there, sweep.h5 no longer lists it.
+  const core::GridConfig grid = core::parse_grid(kGrid, "sweep.toml");
+  std::vector<std::pair<std::string, std::string>> ov;
+  for (auto& v : grid.variants)
+    if (v.name == "transformer") ov = v.overrides;
+  ov.emplace_back("train.seed", "1");
+  ov.emplace_back("train.max_steps", "50");
+  const core::ExperimentConfig c = grid.point(ov);
+  Results r;
+  r.bleu = 99;
+  r.chrf = 99;
+  write_store(f.run, Point{c.id(), "transformer", "transformer", 1, {"0.125", "64"}}, c, "completed", r);
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  std::ostringstream log;
+  const CollectReport report = collect(o, log);
+  CHECK(report.counts.at("outside_grid") == 1);
+  CHECK(report.counts.at("total") == 12);
+  CHECK(report.counts.at("completed") == 7);
+  // Not pooled as another seed of the Transformer: BLEU 27 and 29 only.
+  const ReportTable& t = find_table(report, "baselines");
+  CHECK(cell(t, "transformer", "bleu").mean == Approx(28));
+  CHECK(cell(t, "transformer", "bleu").n == 2);
+  CHECK_THAT(core::read_text((fs::path(report.out_dir) / "report.md").string()),
+             Catch::Contains("**Stores outside the grid:** 1 store(s)"));
+  CHECK_THAT(log.str(), Catch::Contains("(and 1 store(s) outside the grid, left out)"));
+}
