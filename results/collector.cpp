@@ -40,7 +40,7 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   // when some store has a value for them.
   auto any_value = [&sweep](const std::string& key) {
     for (auto& p : sweep.points)
-      if (p.store) {
+      if (p.store && !detail::outside_grid(sweep, p)) {
         auto it = p.store->scalars.find(key);
         if (it != p.store->scalars.end() && std::isfinite(it->second)) return true;
       }

@@ -237,7 +237,7 @@ std::vector<double> table_values(const PointGroup& group, const std::string& pat
 
 bool any_table_column(const SweepData& sweep, const std::string& path, const std::string& column) {
   for (auto& p : sweep.points) {
-    if (!p.store) continue;
+    if (!p.store || outside_grid(sweep, p)) continue;
     auto it = p.store->tables.find(path);
     if (it == p.store->tables.end()) continue;
     const auto& cols = it->second.columns;
@@ -249,7 +249,7 @@ bool any_table_column(const SweepData& sweep, const std::string& path, const std
 std::vector<std::string> table_row_labels(const SweepData& sweep, const std::string& path) {
   std::vector<std::string> labels;
   for (auto& p : sweep.points) {
-    if (!p.store) continue;
+    if (!p.store || outside_grid(sweep, p)) continue;
     auto it = p.store->tables.find(path);
     if (it == p.store->tables.end()) continue;
     // Merge keeping each store's order: a new label goes after the label before it.

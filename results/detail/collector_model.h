@@ -28,7 +28,8 @@ std::string display_value(const std::string& key, const std::string& value);
 // (left by a grid changed with --allow-grid-change): sweep.h5 does not list
 // it. Such points are counted apart and kept out of the tables, where they
 // would pass for more seeds of the configuration with their variant and axis
-// values. Without sweep.h5 every point comes from a store and none is outside.
+// values (nor do they add table rows or columns). Without sweep.h5 every point
+// comes from a store and none is outside.
 bool outside_grid(const SweepData& sweep, const SweepPoint& p);
 
 // The points of one configuration: same variant and axis values, one per seed.

@@ -1310,6 +1310,13 @@ TEST_CASE("collector: stores of points a changed grid no longer has stay out of 
   r.bleu = 99;
   r.chrf = 99;
   write_store(f.run, Point{c.id(), "transformer", "transformer", 1, {"0.125", "64"}}, c, "completed", r);
+  {
+    // A length bucket no store of the grid has: not a column of the length table.
+    core::ExperimentStore store = core::ExperimentStore::open((f.run / "exp" / c.id() / "store.h5").string());
+    store.set_table("test/by_length", table({"1-16", "999+"}, {"bleu", "chrf", "n", "mean_src_len"},
+                                            {99, 99, 5, 10, 99, 99, 5, 1000}));
+    store.commit();
+  }
   CollectOptions o;
   o.run_dir = f.run.string();
   std::ostringstream log;
@@ -1321,6 +1328,8 @@ TEST_CASE("collector: stores of points a changed grid no longer has stay out of 
   const ReportTable& t = find_table(report, "baselines");
   CHECK(cell(t, "transformer", "bleu").mean == Approx(28));
   CHECK(cell(t, "transformer", "bleu").n == 2);
+  for (const ReportColumn& col : find_table(report, "length_bleu").columns) CHECK(col.key != "999+");
+  CHECK(cell(find_table(report, "length_bleu"), "transformer", "1-16").n == 2);
   CHECK_THAT(core::read_text((fs::path(report.out_dir) / "report.md").string()),
              Catch::Contains("**Stores outside the grid:** 1 store(s)"));
   CHECK_THAT(log.str(), Catch::Contains("(and 1 store(s) outside the grid, left out)"));
