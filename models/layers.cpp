@@ -341,6 +341,32 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   const int64_t s = m.k.size(2);
   // Projections on (B*T, D) rows: a decode step (T = 1) takes the fast CPU paths.
   torch::Tensor x2 = x.reshape({b * t, options.d_model()});
+  const bool step = t == 1 && options.kind() != "local" && !record && !is_training() && !torch::GradMode::is_enabled();
+  // The gate first: a skipped token needs nothing else.
+  torch::Tensor g, open;  // (B*T, 1): gate values; where they are not skipped (undefined: everywhere)
+  if (gate) {
+    g = torch::sigmoid(detail::linear(x2, gate));
+    if (record_gate) last_gate = g.detach().view({b, t}).to(torch::kFloat, false, /*copy=*/true);
+    if (skip_below > 0 && !is_training()) {
+      if (step && g.is_cpu() && g.scalar_type() == torch::kFloat && g.is_contiguous()) {
+        // A CPU decode step: the rows to compute, read on the host (no
+        // LibTorch ops); the skipped rows' gates zeroed in place.
+        float* gp = g.data_ptr<float>();
+        open = torch::empty({b * t}, torch::TensorOptions().dtype(torch::kBool));
+        bool* op = open.data_ptr<bool>();
+        int64_t n_open = 0;
+        for (int64_t i = 0; i < b * t; ++i) {
+          op[i] = gp[i] >= skip_below;
+          n_open += op[i];
+          if (!op[i]) gp[i] = 0;
+        }
+        if (n_open == 0) return torch::zeros({b, t, options.d_model()}, g.options());
+        if (n_open == b * t) open = torch::Tensor();
+      } else {
+        g = g.masked_fill(g.lt(skip_below), 0);
+      }
+    }
+  }
   torch::Tensor qh = detail::linear(x2, q).view({b, t, h, dh}).transpose(1, 2);  // (B,H,T,Dh)
   torch::Tensor allowed = m.mask.view({b, 1, 1, s});
   if (options.kind() == "local") {
@@ -351,16 +377,42 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
     allowed = allowed.logical_and(near.unsqueeze(1));
   }
   torch::Tensor y;
-  const bool step = t == 1 && options.kind() != "local" && !record && !is_training() && !torch::GradMode::is_enabled();
   if (step && x.is_cpu() && x.scalar_type() == torch::kFloat && m.k.scalar_type() == torch::kFloat &&
       m.k.is_contiguous() && m.v.is_contiguous() && m.mask.scalar_type() == torch::kBool && m.mask.is_contiguous() &&
       detail::attend_cached_available())
-    y = detail::attend_cached(qh, m.k, m.v, m.mask, s).unsqueeze(2);  // a decode step: K/V read once, in place
+    // A decode step: K/V read once, in place, and not at all for skipped rows.
+    y = detail::attend_cached(qh, m.k, m.v, m.mask, s, open).unsqueeze(2);
   else
     y = attend(qh, m.k, m.v, allowed, options.attn_dropout(), is_training(), record ? &last_weights : nullptr);
   y = detail::linear(y.transpose(1, 2).reshape({b * t, options.d_model()}), out);
-  if (gate) y = y * torch::sigmoid(detail::linear(x2, gate));
+  if (gate) y = y * g;  // zero where skipped
   return y.view({b, t, options.d_model()});
+}
+
+namespace {
+std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root) {
+  std::vector<CrossAttentionImpl*> out;
+  for (const auto& m : root.modules())
+    if (auto* cross = dynamic_cast<CrossAttentionImpl*>(m.get()); cross && cross->gate) out.push_back(cross);
+  return out;
+}
+}  // namespace
+
+int64_t set_gate_skip(torch::nn::Module& root, double skip_below) {
+  const auto gated = gated_cross_attention(root);
+  for (auto* cross : gated) cross->skip_below = skip_below;
+  return static_cast<int64_t>(gated.size());
+}
+
+GateSkipGuard::GateSkipGuard(torch::nn::Module& root, double skip_below) {
+  for (auto* cross : gated_cross_attention(root)) {
+    before_.emplace_back(cross, cross->skip_below);
+    cross->skip_below = skip_below;
+  }
+}
+
+GateSkipGuard::~GateSkipGuard() {
+  for (auto& [cross, value] : before_) cross->skip_below = value;
 }
 
 }  // namespace mambamt::models

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "models/mixer.h"
 #include "models/state.h"
@@ -141,8 +143,34 @@ class CrossAttentionImpl : public torch::nn::Module {
   // so each row sums to 1 over the real source tokens). Off by default: no cost.
   bool record = false;
   torch::Tensor last_weights;
+  // Gated only. While `record_gate` is true, forward() keeps the gate values
+  // (B,T) float32, detached, in `last_gate` (before skipping).
+  bool record_gate = false;
+  torch::Tensor last_gate;
+  // Gated only, outside training: a token whose gate is below `skip_below`
+  // gets output zero, as if its cross-attention were skipped (eval.gate_skip).
+  // A CPU decode step then reads no K/V for those rows, and computes nothing
+  // when every row is closed; elsewhere the same result comes from masking
+  // the gate. 0 = off.
+  double skip_below = 0.0;
 };
 TORCH_MODULE(CrossAttention);
+
+// Sets skip_below of every gated cross-attention module under `root`;
+// returns how many there are.
+int64_t set_gate_skip(torch::nn::Module& root, double skip_below);
+
+// set_gate_skip for a scope: the modules' earlier values come back after it.
+class GateSkipGuard {
+ public:
+  GateSkipGuard(torch::nn::Module& root, double skip_below);
+  ~GateSkipGuard();
+  GateSkipGuard(const GateSkipGuard&) = delete;
+  GateSkipGuard& operator=(const GateSkipGuard&) = delete;
+
+ private:
+  std::vector<std::pair<CrossAttentionImpl*, double>> before_;
+};
 
 // Scaled dot-product attention: q (B,H,Lq,Dh), k, v (B,H,Lk,Dh), allowed
 // (broadcastable to (B,H,Lq,Lk), bool) -> (B,H,Lq,Dh). A query with no allowed

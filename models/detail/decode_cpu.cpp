@@ -683,9 +683,11 @@ void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float
 }
 
 torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const torch::Tensor& valid, int64_t n) {
+                            const torch::Tensor& valid, int64_t n, const torch::Tensor& rows) {
   TORCH_INTERNAL_ASSERT(attend_cached_available() && k.is_contiguous() && v.is_contiguous() &&
                         valid.is_contiguous() && k.scalar_type() == torch::kFloat && n >= 1 && n <= k.size(2));
+  TORCH_INTERNAL_ASSERT(!rows.defined() || (rows.scalar_type() == torch::kBool && rows.is_contiguous() &&
+                                            rows.numel() == k.size(0)));
   const int64_t b = k.size(0), h = k.size(1), cap = k.size(2), dh = k.size(3);
   const torch::Tensor qc = q.reshape({b, h, dh}).contiguous();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dh)));
@@ -699,8 +701,23 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
   float* yp = y.data_ptr<float>();
   // Each head goes through scores, softmax and values in turn: one parallel
   // region, and the head's score row is still in cache for the value pass.
-  at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
+  // The (row, head) pairs to compute: all, or those of the rows asked for,
+  // listed so that the threads split the computed ones evenly (skipped rows
+  // may sit together at one end of the batch).
+  std::vector<int64_t> work;
+  if (rows.defined()) {
+    const bool* rows_p = rows.data_ptr<bool>();
+    for (int64_t r = 0; r < b; ++r) {
+      if (rows_p[r])
+        for (int64_t j = 0; j < h; ++j) work.push_back(r * h + j);
+      else
+        std::fill(yp + r * h * dh, yp + (r + 1) * h * dh, 0.0f);
+    }
+  }
+  const int64_t count = rows.defined() ? static_cast<int64_t>(work.size()) : b * h;
+  at::parallel_for(0, count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int64_t i = rows.defined() ? work[static_cast<size_t>(w)] : w;
       if (fast) {
         fast->score(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
         softmax_rows_512(sp, i, i + 1, n);
@@ -910,7 +927,7 @@ void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float
   rms_norm_row_scalar(x, w, out, dim, eps);
 }
 torch::Tensor attend_cached(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                            int64_t) {
+                            int64_t, const torch::Tensor&) {
   TORCH_CHECK(false, "attend_cached: x86 only");
 }
 torch::Tensor small_batch_linear(const torch::Tensor&, const torch::Tensor&) {

@@ -37,8 +37,11 @@ void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float
 //   q (B,H,Dh), k, v (B,H,cap,Dh) contiguous float32, valid (B,cap) bool
 //   -> (B,H,Dh) = softmax(q k^T / sqrt(Dh), invalid columns masked) v
 // As models::attend: a row without a valid column gets uniform weights.
+// With `rows` (B) contiguous bool, only the rows where it is true are
+// computed: the others read nothing of k and v and get zeros (gated
+// cross-attention's skipped tokens).
 torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                            const torch::Tensor& valid, int64_t n);
+                            const torch::Tensor& valid, int64_t n, const torch::Tensor& rows = {});
 
 // x (B,K) float32 with 2 <= B <= 256, w (N,K) contiguous float32 (not an
 // inference tensor: it has no version counter) -> (B,N) = x w^T, reading w
