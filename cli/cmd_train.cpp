@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "core/store.h"
+#include "models/layers.h"
 #include "slurm/env.h"
 #include "train/decode.h"
 #include "train/experiment.h"
@@ -302,6 +303,8 @@ Command translate_command() {
   spec.options.push_back({"--beam", "N", "beam size (default eval.beam_size; 1 = greedy)"});
   spec.options.push_back({"--length-penalty", "X", "rank hypotheses by log-prob / length^X (default eval.length_penalty)"});
   spec.options.push_back({"--nbest", "K", "print the K best translations of each line (default eval.nbest, at most the beam)"});
+  spec.options.push_back({"--gate-skip", "T",
+                          "skip gated cross-attention where its gate is below T (default eval.gate_skip; 0 = never)"});
   spec.description =
       "One sentence or passage per input line, one translation per output line (beam search with the\n"
       "experiment's eval settings, --beam and --length-penalty overriding them). Within a line, \" <sep> \"\n"
@@ -324,8 +327,16 @@ Command translate_command() {
               throw UsageError("--length-penalty must be in [0, 10]");
             const long nbest_arg = a.get_int("--nbest", 0);
             if (a.has("--nbest") && nbest_arg < 1) throw UsageError("--nbest must be >= 1");
+            const double gate_skip = a.get_double("--gate-skip", 0);
+            if (a.has("--gate-skip") && (gate_skip < 0 || gate_skip > 1)) throw UsageError("--gate-skip must be in [0, 1]");
             train::LoadedExperiment exp = load_trained_experiment(a);
             core::EvalConfig& e = exp.config.eval;
+            if (a.has("--gate-skip")) {
+              if (models::set_gate_skip(*exp.model, gate_skip) == 0 && gate_skip > 0)
+                throw UsageError("--gate-skip: " + a.get("--store") + " has no gated cross-attention (model.cross_attn = \"" +
+                                 exp.config.model.cross_attn + "\", kind " + exp.config.model.kind + ")");
+              e.gate_skip = gate_skip;
+            }
             if (a.has("--beam")) e.beam_size = beam;
             if (a.has("--length-penalty")) e.length_penalty = penalty;
             // Without --nbest, the experiment's eval.nbest as far as the beam allows.
@@ -338,8 +349,9 @@ Command translate_command() {
               throw UsageError("--nbest " + std::to_string(e.nbest) + ": " + a.get("--store") +
                                " translates documents sentence by sentence (eval.doc_decode = \"sentences\"), "
                                "continuing from one translation: no n-best lists");
-            spdlog::info("translating with {} ({}), beam {}, length penalty {}{}", a.get("--store"), exp.weights,
-                         e.beam_size, e.length_penalty, e.nbest > 1 ? ", " + std::to_string(e.nbest) + "-best" : "");
+            spdlog::info("translating with {} ({}), beam {}, length penalty {}{}{}", a.get("--store"), exp.weights,
+                         e.beam_size, e.length_penalty, e.nbest > 1 ? ", " + std::to_string(e.nbest) + "-best" : "",
+                         e.gate_skip > 0 ? fmt::format(", cross-attention skipped below gate {}", e.gate_skip) : "");
             std::vector<std::string> lines;
             size_t first_line = 0;  // the index of lines[0] in the input
             auto flush = [&] {

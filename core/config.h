@@ -70,12 +70,14 @@ struct ExperimentConfig {
   // Canonical TOML: every field (defaults filled), sections and keys sorted,
   // numbers in shortest round-trip form. Equal configs give equal text.
   std::string canonical() const;
-  // Short stable hash of canonical(): 12 hex digits.
+  // Short stable hash of canonical(): 12 hex digits. Fields added after the
+  // first ids were handed out count only when they differ from their default
+  // (fields_hashed_when_set in config.cpp), so no upgrade changes an id.
   std::string id() const;
   // The id of the training alone: id() with the [eval] fields that training
   // does not read set to their defaults (beam_size, length_penalty, nbest,
   // doc_decode, bootstrap_samples, length_buckets, contrastive, entity_recall,
-  // extrapolation, comet, max_examples; and, when train.valid_metric is loss,
+  // extrapolation, comet, max_examples, gate_skip; and, when train.valid_metric is loss,
   // the validation decoding's max_len_a, max_len_b, batch_tokens,
   // bleu_tokenize and lowercase). Experiments with equal training ids train
   // the same model; a sweep trains it once (sweep.share_training).

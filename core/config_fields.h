@@ -4,7 +4,9 @@
 // and expands into the struct members (core/config.h), the parser, the
 // validator, the canonical serialisation and `mambamt config doc`.
 // Checks: any(), at_least(x), range(lo, hi), one_of({...}), each_one_of({...}),
-// each_at_least(x). Adding a field is one line here.
+// each_at_least(x). Adding a field is one line here, plus its name in
+// fields_hashed_when_set (core/config.cpp) so that existing experiment ids
+// stay as they are.
 
 // clang-format off
 #define MAMBAMT_MODEL_FIELDS(X) \
@@ -128,7 +130,9 @@
   X(extrapolation, bool, true, any(), "Score the 2x/4x length-extrapolation passages.") \
   X(comet, std::string, "auto", one_of({"auto", "off"}), "COMET via a `comet-score` command on PATH (auto = when present).") \
   X(average_last, int64_t, 0, range(0, 100), "Average the parameters of the last k checkpoints before evaluating (0 = off).") \
-  X(max_examples, int64_t, 0, range(0, 100000000), "Cap on examples per test set (0 = all).")
+  X(max_examples, int64_t, 0, range(0, 100000000), "Cap on examples per test set (0 = all).") \
+  X(gate_skip, double, 0.0, range(0.0, 1.0), \
+    "Gated cross-attention (model.cross_attn = gated) only: in evaluation and `mambamt translate`, a target token's cross-attention whose gate is below this value is skipped: its output counts as zero, and on the CPU a decode step reads no source K/V for such rows (and computes nothing when every row is closed). 0 = never. Evaluation stores the gates' statistics on the test references either way (gates/*). Training does not read it: points that differ in it train once.")
 
 #define MAMBAMT_SWEEP_FIELDS(X) \
   X(name, std::string, "", any(), "Sweep name; the run directory is output_dir/name (default: the grid file's stem).") \

@@ -9,6 +9,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "data/batching.h"
+#include "models/layers.h"
 #include "train/trainer.h"
 
 namespace mambamt::train {
@@ -226,6 +227,49 @@ NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<dat
     out.nll += nll.masked_select(b.tgt_mask).to(torch::kFloat64).sum().item<double>();
     out.tokens += b.tgt_tokens;
     free_pages.tick();
+  }
+  return out;
+}
+
+std::vector<GateValues> cross_gate_values(models::TranslationModel& model, const std::vector<data::Example>& examples,
+                                          const data::SpecialIds& ids, int64_t max_tokens,
+                                          const torch::Device& device, bool bf16) {
+  std::vector<GateValues> out;
+  std::vector<models::CrossAttentionImpl*> gated;
+  for (const auto& item : model.named_modules("", false)) {
+    auto* cross = dynamic_cast<models::CrossAttentionImpl*>(item.value().get());
+    if (!cross || !cross->gate) continue;
+    gated.push_back(cross);
+    GateValues g;
+    g.layer = item.key();  // "decoder.layers.3.cross" -> "decoder.3.cross", as explain/ names layers
+    if (const size_t at = g.layer.find(".layers."); at != std::string::npos) g.layer.replace(at, 8, ".");
+    out.push_back(std::move(g));
+  }
+  if (gated.empty() || examples.empty()) return out;
+  struct Recording {
+    std::vector<models::CrossAttentionImpl*>& modules;
+    explicit Recording(std::vector<models::CrossAttentionImpl*>& m) : modules(m) {
+      for (auto* c : modules) c->record_gate = true;
+    }
+    ~Recording() {
+      for (auto* c : modules) {
+        c->record_gate = false;
+        c->last_gate = torch::Tensor();
+      }
+    }
+  } recording(gated);
+  torch::NoGradGuard no_grad;
+  models::EvalModeGuard eval_mode(model);
+  AutocastGuard autocast(device, bf16);
+  for (auto& b : eval_batches(examples, max_tokens)) {
+    data::Batch batch = eval_collate(examples, b, ids, device);
+    model.final_hidden(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+    const torch::Tensor mask = batch.tgt_mask.cpu();
+    for (size_t k = 0; k < gated.size(); ++k) {
+      const torch::Tensor g = gated[k]->last_gate.cpu().masked_select(mask).contiguous();
+      const float* p = g.data_ptr<float>();
+      out[k].values.insert(out[k].values.end(), p, p + g.numel());
+    }
   }
   return out;
 }

@@ -88,6 +88,18 @@ NllSum teacher_forced_nll(models::TranslationModel& model, const std::vector<dat
                           const data::SpecialIds& ids, int64_t max_tokens, const torch::Device& device, bool bf16,
                           int rank = 0, int world = 1);
 
+// The gates of gated cross-attention in a teacher-forced pass over `examples`
+// (their targets forced), under the modules' current skip_below: one entry
+// per gated module, in module order, with the gate of every real target
+// token. Empty for models without one. Batched by max_tokens.
+struct GateValues {
+  std::string layer;          // e.g. "decoder.3.cross" (decoder layer 3)
+  std::vector<float> values;  // every target token of every example
+};
+std::vector<GateValues> cross_gate_values(models::TranslationModel& model, const std::vector<data::Example>& examples,
+                                          const data::SpecialIds& ids, int64_t max_tokens,
+                                          const torch::Device& device, bool bf16);
+
 // Log-probabilities of (source, target) pairs summed over the target tokens at
 // positions >= score_from[i] (the tokens of the last sentence; earlier target
 // tokens are a forced prefix). Batched by max_tokens.

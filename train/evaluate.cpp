@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "models/layers.h"
 #include "data/batching.h"
 #include "data/contrastive.h"
 #include "results/bleu.h"
@@ -169,6 +170,11 @@ std::string shell_quote(const std::string& s) {
 }
 
 }  // namespace
+
+const std::vector<double>& gate_thresholds() {
+  static const std::vector<double> t = {0.01, 0.05, 0.1, 0.2, 0.5};
+  return t;
+}
 
 std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper) {
   std::vector<int64_t> edges{1};
@@ -403,6 +409,8 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
   const data::Tokenizer& tok = *data.tokenizer;
   const auto& e = c.eval;
   const bool bf16 = use_bf16(c.train, device);
+  // Gated cross-attention skips below eval.gate_skip while the suite runs.
+  models::GateSkipGuard gate_skip(model, e.gate_skip);
   std::vector<std::vector<std::string>> all_hyps(data.tests.size());
 
   if (parts.test_sets) {
@@ -477,6 +485,58 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       spdlog::info("contrastive set {}: {} examples, accuracy {:.3f} ({:.1f} s)", set.name, scores.size(),
                    results::contrastive_accuracy(scores).total.accuracy(),
                    std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  }
+
+  if (stop()) return false;
+  if (parts.gates && !data.tests.empty() && !data.tests[0].examples.empty()) {
+    // How often the gates of gated cross-attention are (nearly) closed on the
+    // references of the first test set: the share of cross-attention work a
+    // threshold skips (a layer's gates, and all layers' together).
+    const auto gates = cross_gate_values(model, data.tests[0].examples, tok.specials(), e.batch_tokens, device, bf16);
+    if (!gates.empty()) {
+      const auto& thresholds = gate_thresholds();
+      core::ResultTable table;
+      table.columns = {"mean"};
+      for (double t : thresholds) {
+        std::ostringstream name;
+        name << "below_" << t;
+        table.columns.push_back(name.str());
+      }
+      table.columns.push_back("skipped");
+      table.columns.push_back("n");
+      double sum = 0;
+      int64_t n = 0, skipped = 0;
+      for (const auto& layer : gates) {
+        double layer_sum = 0;
+        std::vector<int64_t> below(thresholds.size(), 0);
+        int64_t layer_skipped = 0;
+        for (float v : layer.values) {
+          layer_sum += v;
+          for (size_t k = 0; k < thresholds.size(); ++k) below[k] += v < thresholds[k];
+          layer_skipped += v < e.gate_skip;
+        }
+        const auto count = static_cast<int64_t>(layer.values.size());
+        const double denom = count > 0 ? static_cast<double>(count) : kNaN;
+        table.rows.push_back(layer.layer);
+        table.values.push_back(layer_sum / denom);
+        for (int64_t b : below) table.values.push_back(static_cast<double>(b) / denom);
+        table.values.push_back(static_cast<double>(layer_skipped) / denom);
+        table.values.push_back(static_cast<double>(count));
+        sum += layer_sum;
+        n += count;
+        skipped += layer_skipped;
+      }
+      const double denom = n > 0 ? static_cast<double>(n) : kNaN;
+      store.set_table("gates/by_layer", table);
+      store.set_scalar("gates/mean", sum / denom);
+      store.set_scalar("gates/skipped", static_cast<double>(skipped) / denom);
+      store.set_scalar("gates/skip_threshold", e.gate_skip);
+      store.commit();
+      spdlog::info("cross-attention gates on {} reference tokens x {} gated layers: mean {:.3f}, {:.1f}% below "
+                   "eval.gate_skip = {}",
+                   gates.front().values.size(), gates.size(), sum / denom, 100.0 * static_cast<double>(skipped) / denom,
+                   e.gate_skip);
     }
   }
 

@@ -4,6 +4,7 @@
 //   <set>/bleu|chrf|chrfpp (+ bootstrap CIs), <set>/by_length, <set>/comet,
 //   contrastive/accuracy|by_pronoun|by_distance|by_phenomenon,
 //   entities/recall|by_frequency, extrapolation/by_length, efficiency/*,
+//   gates/mean|skipped|skip_threshold|by_layer (gated cross-attention),
 //   explain/<k>/occlusion|attention (heatmaps of a few short test sentences),
 // and the hypotheses of every test set into <exp_dir>/hyp/<set>.txt.
 #include <torch/torch.h>
@@ -35,10 +36,13 @@ struct EvalParts {
   bool extrapolation = true;   // eval.extrapolation still applies
   bool efficiency = true;
   bool explain = true;         // occlusion and attention maps of the first short test sentences
+  bool gates = true;           // gated cross-attention's gate statistics on the first test set
 };
 
 // Runs the suite on `model` (already holding the parameters to evaluate) and
-// records the results in `store` (committed at the end of each part).
+// records the results in `store` (committed at the end of each part). Gated
+// cross-attention skips below eval.gate_skip throughout, and by what it did
+// before when it returns (models::GateSkipGuard).
 // `should_stop` is asked between parts (the checkpoint signal): returns false
 // when it stopped early.
 bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& config, const PreparedData& data,
@@ -56,6 +60,9 @@ std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationMo
                                                            const data::Tokenizer& tokenizer,
                                                            const std::vector<data::ContrastiveExample>& examples,
                                                            const torch::Device& device);
+
+// The thresholds of gates/by_layer's below_<t> columns.
+const std::vector<double>& gate_thresholds();
 
 // The lower edges of eval.length_buckets' buckets: {1, b1+1, b2+1, ...}.
 std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper_edges);

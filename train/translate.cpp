@@ -1,5 +1,7 @@
 #include "train/translate.h"
 
+#include "models/layers.h"
+
 #include <filesystem>
 
 #include "core/device.h"
@@ -93,6 +95,7 @@ LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& 
   out.device = core::select_device(device == "auto" ? out.config.train.device : device);
   out.model->to(out.device);
   out.model->eval();
+  models::set_gate_skip(*out.model, out.config.eval.gate_skip);
   return out;
 }
 

@@ -299,3 +299,33 @@ TEST_CASE("the canonical form of every kind and preset reads back", "[core][conf
     }
   CHECK(parse_experiment("[model]\nkind = \"mamba\"\n", "m").model.attention_ratio == 0.0);
 }
+
+TEST_CASE("experiment ids stay what they were when fields are added", "[core][config]") {
+  // Ids name run directories' experiments, stores and checkpoints: a new
+  // config field must not change them (fields_hashed_when_set in
+  // core/config.cpp). These were handed out before the field eval.gate_skip.
+  CHECK(ExperimentConfig{}.id() == "ce95fefc0ab5");
+  CHECK(ExperimentConfig{}.training_id() == "fd39f7e808db");
+  CHECK(load_experiment(source_dir() + "/configs/experiments/tiny.toml").id() == "5273d623d876");
+  CHECK(load_experiment(source_dir() + "/configs/experiments/hybrid_doc.toml").id() == "1b56ee071f3f");
+  CHECK(load_experiment(source_dir() + "/configs/experiments/hybrid_sent.toml").id() == "48b575ef5a0c");
+  // A late field at its default, written or not, leaves the id; set, it changes it.
+  ExperimentConfig skip = parse_experiment("[eval]\ngate_skip = 0.0\n", "a.toml");
+  CHECK(skip.id() == "ce95fefc0ab5");
+  CHECK(skip.canonical().find("gate_skip = 0") != std::string::npos);
+  skip.model.cross_attn = "gated";
+  const std::string gated = skip.id();
+  skip.eval.gate_skip = 0.1;
+  CHECK(skip.id() != gated);
+  // Only gated cross-attention has a gate to skip by.
+  CHECK(error_of("[eval]\ngate_skip = 0.1\n") ==
+        "x.toml:2:1: eval.gate_skip = 0.1 needs gated cross-attention (model.cross_attn = \"gated\" in kind hybrid or "
+        "transformer); this is kind hybrid with cross_attn = \"full\"");
+  CHECK_THAT(error_of("[model]\nkind = \"mamba\"\ncross_attn = \"gated\"\n[eval]\ngate_skip = 0.1\n"),
+             Catch::Contains("this is kind mamba"));
+  CHECK(error_of("[model]\ncross_attn = \"gated\"\n[eval]\ngate_skip = 0.1\n").empty());
+  // It is an evaluation setting: the training stays the same.
+  ExperimentConfig open = skip;
+  open.eval.gate_skip = 0;
+  CHECK(skip.training_id() == open.training_id());
+}

@@ -399,6 +399,12 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CommandResult weights = run_shell(mambamt_binary() + " translate --store " + dir + " --weights newest < /dev/null");
   CHECK(weights.code == 2);
   CHECK_THAT(weights.output, Catch::Contains("--weights newest: use default, best or latest"));
+  CommandResult gate = run_shell(mambamt_binary() + " translate --store " + dir + " --gate-skip 0.5 < /dev/null");
+  CHECK(gate.code == 2);
+  CHECK_THAT(gate.output, Catch::Contains("--gate-skip: " + dir + " has no gated cross-attention (model.cross_attn = \"full\""));
+  CommandResult gate_range = run_shell(mambamt_binary() + " translate --store " + dir + " --gate-skip 2 < /dev/null");
+  CHECK(gate_range.code == 2);
+  CHECK_THAT(gate_range.output, Catch::Contains("--gate-skip must be in [0, 1]"));
   CommandResult no_store = run_shell(mambamt_binary() + " explain --weights best < /dev/null");
   CHECK(no_store.code == 2);
   CHECK_THAT(no_store.output, Catch::Contains("--store DIR is required"));

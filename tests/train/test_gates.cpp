@@ -1,0 +1,146 @@
+// The evaluation of gated cross-attention: the gates' statistics on the test
+// references (gates/*), eval.gate_skip applied while it decodes and restored
+// after, and a loaded experiment (what `translate` uses) skipping by its
+// threshold.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "core/fs.h"
+#include "core/store.h"
+#include "models/layers.h"
+#include "train/evaluate.h"
+#include "train/experiment.h"
+#include "train/prepare.h"
+#include "train/translate.h"
+#include "train_helpers.h"
+
+using namespace mambamt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The skip_below of every gated cross-attention module of a model.
+std::set<double> skip_values(torch::nn::Module& m) {
+  std::set<double> out;
+  for (const auto& item : m.named_modules("", false))
+    if (auto* c = dynamic_cast<models::CrossAttentionImpl*>(item.value().get()); c && c->gate) out.insert(c->skip_below);
+  return out;
+}
+
+// Evaluates a trained experiment's model under `config` into a new store
+// <dir>/<name>.h5 (the test sets and the gates only) and reads it back.
+core::StoreSnapshot evaluate_into(train::LoadedExperiment& exp, const core::ExperimentConfig& config,
+                                  const train::PreparedData& data, const std::string& dir, const std::string& name) {
+  core::StoreIdentity ident;
+  ident.experiment_id = config.id();
+  ident.name = name;
+  ident.config = config.canonical();
+  core::make_dirs(dir);
+  const std::string path = dir + "/" + name + ".h5";
+  {
+    core::ExperimentStore store = core::ExperimentStore::create(path, ident);
+    train::EvalParts parts;
+    parts.contrastive = parts.entities = parts.extrapolation = parts.efficiency = parts.explain = false;
+    train::evaluate(*exp.model, config, data, exp.device, store, dir + "/" + name, {}, parts);
+    store.commit();
+  }
+  return core::ExperimentStore::read(path);
+}
+
+}  // namespace
+
+TEST_CASE("evaluation measures the cross-attention gates and skips by eval.gate_skip", "[slow]") {
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  const core::ExperimentConfig c = train_test::tiny_config(
+      {{"model.cross_attn", "\"gated\""}, {"model.cross_attn_every", "1"}, {"eval.gate_skip", "0.5"}});
+  train::RunOptions o;
+  o.exp_dir = dir;
+  o.shared_dir = tmp.path("shared");
+  train::RunResult r = train::run_experiment(c, o);
+  INFO(r.error);
+  REQUIRE(r.state == core::RunState::completed);
+  const train::PreparedData data = train::prepare_data(c, tmp.path("shared"));
+  int64_t tokens = 0;
+  for (const auto& e : data.tests[0].examples) tokens += static_cast<int64_t>(e.tgt.size()) + 1;  // bos + target
+
+  // The same model evaluated without skipping: every gated layer, every
+  // reference token of the first test set.
+  train::LoadedExperiment exp = train::load_experiment(dir, "cpu");
+  CHECK(skip_values(*exp.model) == std::set<double>{0.5});  // what `translate` decodes with
+  core::ExperimentConfig open = c;
+  open.eval.gate_skip = 0;
+  CHECK(open.training_id() == c.training_id());
+  auto s = evaluate_into(exp, open, data, tmp.path("eval"), "open");
+  CHECK(skip_values(*exp.model) == std::set<double>{0.5});  // restored after the evaluation
+  REQUIRE(s.tables.count("gates/by_layer"));
+  const auto& layers = s.tables["gates/by_layer"];
+  CHECK(layers.columns == std::vector<std::string>{"mean", "below_0.01", "below_0.05", "below_0.1", "below_0.2",
+                                                   "below_0.5", "skipped", "n"});
+  REQUIRE(static_cast<int64_t>(layers.rows.size()) == c.model.dec_layers);
+  CHECK(layers.rows.front() == "decoder.0.cross");
+  for (size_t i = 0; i < layers.rows.size(); ++i) {
+    INFO(layers.rows[i]);
+    CHECK(layers.at(i, 0) > 0);
+    CHECK(layers.at(i, 0) < 1);
+    for (size_t k = 2; k <= 5; ++k) CHECK(layers.at(i, k - 1) <= layers.at(i, k));  // shares below rising thresholds
+    CHECK(layers.at(i, 6) == 0);
+    CHECK(layers.at(i, 7) == tokens);
+  }
+  CHECK(s.scalars["gates/skipped"] == 0);
+  CHECK(s.scalars["gates/skip_threshold"] == 0);
+  CHECK(s.scalars["gates/mean"] > 0);
+
+  // The experiment's own evaluation skipped below 0.5: its first gated layer
+  // (whose input no skipping changes) skipped the tokens whose gate is below 0.5.
+  auto own = core::ExperimentStore::read(dir + "/store.h5");
+  REQUIRE(own.tables.count("gates/by_layer"));
+  const auto& ol = own.tables["gates/by_layer"];
+  REQUIRE(ol.rows == layers.rows);
+  CHECK(ol.at(0, 6) == layers.at(0, 5));
+  CHECK(ol.at(0, 6) == ol.at(0, 5));
+  CHECK(own.scalars["gates/skip_threshold"] == 0.5);
+  // gates/skipped pools the layers' tokens.
+  double skipped = 0, n = 0;
+  for (size_t i = 0; i < ol.rows.size(); ++i) {
+    skipped += ol.at(i, 6) * ol.at(i, 7);
+    n += ol.at(i, 7);
+  }
+  CHECK(own.scalars["gates/skipped"] == Approx(skipped / n));
+
+  // eval.gate_skip = 1: every gate is below it (the model test shows the
+  // decoder then gives every source the same logits).
+  core::ExperimentConfig blind = c;
+  blind.eval.gate_skip = 1.0;
+  auto b = evaluate_into(exp, blind, data, tmp.path("eval"), "blind");
+  CHECK(b.scalars["gates/skipped"] == 1);
+  CHECK(b.tables["gates/by_layer"].at(0, 6) == 1);
+  CHECK(std::isfinite(b.scalars["test/bleu"]));
+
+  // `mambamt translate --gate-skip` on the gated experiment.
+  write_text(tmp.path("in.txt"), "ta ul pa\nen ta\n");
+  CommandResult t = run_shell(mambamt_binary() + " translate --store " + dir + " --gate-skip 1 < " + tmp.path("in.txt"));
+  INFO(t.output);
+  CHECK(t.code == 0);
+  CHECK_THAT(t.output, Catch::Contains("cross-attention skipped below gate 1"));
+}
+
+TEST_CASE("models without gated cross-attention store no gate statistics", "[slow]") {
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  core::ExperimentConfig c = train_test::tiny_config({{"train.max_steps", "4"}});
+  c.eval.contrastive = c.eval.entity_recall = c.eval.extrapolation = false;
+  train::RunOptions o;
+  o.exp_dir = dir;
+  o.shared_dir = tmp.path("shared");
+  train::RunResult r = train::run_experiment(c, o);
+  REQUIRE(r.state == core::RunState::completed);
+  auto s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s.tables.count("gates/by_layer") == 0);
+  CHECK(s.scalars.count("gates/mean") == 0);
+  CHECK(std::isfinite(s.scalars["test/bleu"]));
+}
