@@ -58,6 +58,14 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   if (any_value("entities/consistency"))
     defs.push_back({"entity_consistency", "Entity consistency (%)", "entities/consistency", 100, 1, Better::kHigher,
                     1, ""});
+  // Gated cross-attention skipping (eval.gate_skip): the share of its work skipped.
+  const bool skipping = std::any_of(sweep.points.begin(), sweep.points.end(), [&sweep](const SweepPoint& p) {
+    if (!p.store || detail::outside_grid(sweep, p)) return false;
+    auto it = p.store->scalars.find("gates/skipped");
+    return it != p.store->scalars.end() && it->second > 0;
+  });
+  if (skipping)
+    defs.push_back({"cross_attention_skipped", "Cross-attn skipped (%)", "gates/skipped", 100, 1, Better::kNone, 1, ""});
   defs.push_back({"decode_tokens_per_s", "Decode tok/s", "efficiency/decode_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
   defs.push_back({"train_tokens_per_s", "Train tok/s", "efficiency/train_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
   defs.push_back({"peak_memory_mb", "Peak memory (MiB)", "efficiency/peak_memory_mb", 1, 0, Better::kLower, 1, ""});
@@ -478,6 +486,79 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
   return t;
 }
 
+// A column of results/gates/by_layer over every gated layer's tokens together
+// (weighted by the layers' n): the mean gate or a share; NaN without.
+double pooled_gates(const core::StoreSnapshot& s, const std::string& column) {
+  auto it = s.tables.find("gates/by_layer");
+  if (it == s.tables.end()) return kNaN;
+  const core::ResultTable& t = it->second;
+  auto c = std::find(t.columns.begin(), t.columns.end(), column);
+  auto n = std::find(t.columns.begin(), t.columns.end(), "n");
+  if (c == t.columns.end() || n == t.columns.end() || t.values.size() != t.rows.size() * t.columns.size()) return kNaN;
+  double sum = 0, total = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const double v = t.at(r, static_cast<size_t>(c - t.columns.begin()));
+    const double k = t.at(r, static_cast<size_t>(n - t.columns.begin()));
+    if (!std::isfinite(v) || !std::isfinite(k) || k <= 0) continue;
+    sum += v * k;
+    total += k;
+  }
+  return total > 0 ? sum / total : kNaN;
+}
+
+// Rows = the configurations with gated cross-attention; columns = how its
+// gates are spread over the test references (every gated layer together).
+std::optional<ReportTable> gates_table(const SweepView& view) {
+  std::vector<const PointGroup*> groups;
+  std::vector<std::string> below;  // the below_<t> columns of the first store
+  for (const PointGroup& g : view.groups)
+    for (const core::StoreSnapshot* st : g.completed()) {
+      auto it = st->tables.find("gates/by_layer");
+      if (it == st->tables.end()) continue;
+      if (below.empty())
+        for (const std::string& c : it->second.columns)
+          if (c.rfind("below_", 0) == 0) below.push_back(c);
+      groups.push_back(&g);
+      break;
+    }
+  if (groups.empty()) return std::nullopt;
+  ReportTable t;
+  t.name = "cross_attention_gates";
+  t.title = "Gated cross-attention";
+  t.caption = "The gates of gated cross-attention in a teacher-forced pass over the references of test set " +
+              view.test_set +
+              ", every gated layer's target tokens together: the mean gate, the share of tokens whose gate is below "
+              "each value (%), and the share skipped by the experiment's eval.gate_skip (%: its cross-attention output "
+              "counted as zero, the source not read); mean \u00b1 std over seeds (n)";
+  t.row_title = "model";
+  t.columns.push_back(make_column("mean_gate", "Mean gate", 3, Better::kNone));
+  for (const std::string& c : below) t.columns.push_back(make_column(c, "< " + c.substr(6) + " (%)", 1, Better::kNone));
+  t.columns.push_back(make_column("skipped", "Skipped (%)", 1, Better::kNone));
+  t.columns.push_back(make_column("gate_skip", "eval.gate_skip", 2, Better::kNone));
+  for (const PointGroup* g : groups) {
+    ReportRow row;
+    row.key = g->key;
+    row.label = g->label;
+    row.status = g->status(expected_seeds(*view.sweep));
+    row.base = g->base;
+    auto over_seeds = [&](const std::function<double(const core::StoreSnapshot&)>& value) {
+      std::vector<double> v;
+      for (const core::StoreSnapshot* st : g->completed()) v.push_back(value(*st));
+      return summarize(v);
+    };
+    row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) { return pooled_gates(s, "mean"); }));
+    for (const std::string& c : below)
+      row.cells.push_back(over_seeds([&c](const core::StoreSnapshot& s) { return 100 * pooled_gates(s, c); }));
+    row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) { return 100 * pooled_gates(s, "skipped"); }));
+    row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) {
+      auto it = s.scalars.find("gates/skip_threshold");
+      return it == s.scalars.end() ? kNaN : it->second;
+    }));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string& test_set_in) {
@@ -510,6 +591,7 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
                         "Named entities repeated in a document and rendered there, rendered at every mention (%), "
                         "by training-set frequency",
                         "entities/by_frequency", "consistency", 100, 1, false));
+  add(gates_table(view));
   return tables;
 }
 

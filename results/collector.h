@@ -31,8 +31,11 @@
 // document_context (each document-level model against its sentence-level
 // twin, when the sweep has one: contrastive accuracy, BLEU and entity
 // consistency with the gain seed by seed), contrastive_pronoun,
-// contrastive_distance, entities_frequency and entities_consistency (stores
-// with entity consistency only).
+// contrastive_distance, entities_frequency, entities_consistency (stores
+// with entity consistency only) and cross_attention_gates (configurations
+// with gated cross-attention: how often its gates are nearly closed, and what
+// eval.gate_skip skipped; with some skipping, the other tables get a
+// "Cross-attn skipped (%)" column).
 //
 // summary.h5 (plain HDF5):
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,

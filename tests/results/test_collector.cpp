@@ -1334,3 +1334,58 @@ TEST_CASE("collector: stores of points a changed grid no longer has stay out of 
              Catch::Contains("**Stores outside the grid:** 1 store(s)"));
   CHECK_THAT(log.str(), Catch::Contains("(and 1 store(s) outside the grid, left out)"));
 }
+
+TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip skipped", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  // Gate statistics in the base hybrid's two stores (two gated layers each).
+  auto base_store = [&](int64_t seed) {
+    for (const Point& p : f.points)
+      if (p.variant.empty() && p.axis_values == std::vector<std::string>{"0.125", "64"} && p.seed == seed)
+        return (f.run / "exp" / p.id / "store.h5").string();
+    FAIL("no base point of seed " << seed);
+    return std::string();
+  };
+  auto write_gates = [&](int64_t seed, std::vector<double> layers, double threshold) {
+    // layers: mean, below_0.1, skipped, n of each layer in turn
+    core::ExperimentStore store = core::ExperimentStore::open(base_store(seed));
+    store.set_table("gates/by_layer", table({"decoder.1.cross", "decoder.3.cross"}, {"mean", "below_0.1", "skipped", "n"},
+                                            layers));
+    double skipped = 0, n = 0;
+    for (size_t r = 0; r < 2; ++r) {
+      skipped += layers[r * 4 + 2] * layers[r * 4 + 3];
+      n += layers[r * 4 + 3];
+    }
+    store.set_scalar("gates/skipped", skipped / n);
+    store.set_scalar("gates/skip_threshold", threshold);
+    store.commit();
+  };
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "out").string();
+  std::ostringstream log;
+
+  // Gates measured, nothing skipped: the gates table, no skipped column elsewhere.
+  write_gates(1, {0.4, 0.2, 0, 100, 0.6, 0.1, 0, 300}, 0);
+  write_gates(2, {0.5, 0.3, 0, 100, 0.7, 0.1, 0, 100}, 0);
+  CollectReport report = collect(o, log);
+  const ReportTable* gates = &find_table(report, "cross_attention_gates");
+  REQUIRE(gates->rows.size() == 1);  // the only configuration with gated cross-attention
+  CHECK(cell(*gates, "base", "mean_gate").mean == Approx((0.55 + 0.6) / 2));  // layers pooled by n, then seeds
+  CHECK(cell(*gates, "base", "mean_gate").n == 2);
+  CHECK(cell(*gates, "base", "below_0.1").mean == Approx((12.5 + 20) / 2));
+  CHECK(cell(*gates, "base", "skipped").mean == 0);
+  for (const ReportColumn& c : find_table(report, "baselines").columns) CHECK(c.key != "cross_attention_skipped");
+
+  // eval.gate_skip = 0.1 skipped those tokens: a column of the other tables.
+  write_gates(1, {0.4, 0.2, 0.2, 100, 0.6, 0.1, 0.1, 300}, 0.1);
+  write_gates(2, {0.5, 0.3, 0.3, 100, 0.7, 0.1, 0.1, 100}, 0.1);
+  report = collect(o, log);
+  gates = &find_table(report, "cross_attention_gates");
+  CHECK(cell(*gates, "base", "skipped").mean == Approx((12.5 + 20) / 2));
+  CHECK(cell(*gates, "base", "gate_skip").mean == Approx(0.1));
+  const ReportTable& base = find_table(report, "baselines");
+  CHECK(cell(base, "base", "cross_attention_skipped").mean == Approx((12.5 + 20) / 2));
+  CHECK(cell(base, "transformer", "cross_attention_skipped").n == 0);
+  CHECK(slurp(fs::path(o.out_dir) / "report.md").find("Gated cross-attention") != std::string::npos);
+}
