@@ -2,6 +2,7 @@
 
 #include "bench/data_bench.h"
 #include "bench/decode_bench.h"
+#include "bench/gates_bench.h"
 #include "bench/kernels_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/prefixes_bench.h"
@@ -112,6 +113,7 @@ const std::vector<Benchmark>& all() {
   static const std::vector<Benchmark> list = {
       {"data", kDataBenchHelp, run_data_bench},
       {"decode", kDecodeBenchHelp, run_decode_bench},
+      {"gates", kGatesBenchHelp, run_gates_bench},
       {"kernels", kKernelsBenchHelp, run_kernels_bench},
       {"orchestrator", kOrchestratorBenchHelp, run_orchestrator_bench},
       {"prefixes", kPrefixesBenchHelp, run_prefixes_bench},

@@ -8,7 +8,7 @@
 
 
 TEST_CASE("every benchmark answers --help with its usage and options", "[bench]") {
-  for (const std::string name : {"data", "decode", "kernels", "orchestrator", "train"}) {
+  for (const std::string name : {"data", "decode", "gates", "kernels", "orchestrator", "prefixes", "train"}) {
     CAPTURE(name);
     for (const std::string flag : {"--help", "-h"}) {
       CommandResult r = run_shell(mambamt_binary() + " bench " + name + " " + flag);
