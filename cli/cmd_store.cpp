@@ -1,4 +1,5 @@
 // `mambamt store show DIR`: a readable summary of one experiment store.
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -105,11 +106,13 @@ Command store_show_command() {
                   continue;
                 }
                 std::cout << "\n";
-                std::cout << "    " << std::setw(12) << "";
+                int label = 12;  // the row labels' column: as wide as the longest
+                for (auto& r : t.rows) label = std::max(label, static_cast<int>(r.size()) + 1);
+                std::cout << "    " << std::setw(label) << "";
                 for (auto& c : t.columns) std::cout << std::right << std::setw(12) << c;
                 std::cout << "\n";
                 for (size_t r = 0; r < t.rows.size(); ++r) {
-                  std::cout << "    " << std::left << std::setw(12) << t.rows[r];
+                  std::cout << "    " << std::left << std::setw(label) << t.rows[r];
                   for (size_t c = 0; c < t.columns.size(); ++c) std::cout << std::right << std::setw(12) << number(t.at(r, c));
                   std::cout << "\n";
                 }
