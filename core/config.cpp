@@ -653,6 +653,11 @@ void validate(ExperimentConfig& c, const std::string& source) {
             "eval.nbest = " + std::to_string(e.nbest) +
                 " with eval.doc_decode = \"sentences\": a document translated sentence by sentence continues from "
                 "its best translation only, so it has no n-best lists (use eval.doc_decode = \"passages\" or nbest = 1)");
+  if (t.gate_penalty > 0 && (!cross_stacks || m.cross_attn != "gated"))
+    fail_on({"train.gate_penalty", "model.cross_attn"},
+            "train.gate_penalty = " + format_double(t.gate_penalty) + " needs gated cross-attention (model.cross_attn = " +
+                "\"gated\" in kind hybrid or transformer); this is kind " + m.kind + " with cross_attn = \"" +
+                m.cross_attn + "\"");
   if (e.gate_skip > 0 && (!cross_stacks || m.cross_attn != "gated"))
     fail_on({"eval.gate_skip", "model.cross_attn"},
             "eval.gate_skip = " + format_double(e.gate_skip) + " needs gated cross-attention (model.cross_attn = " +
@@ -867,7 +872,7 @@ namespace {
 // an upgrade). Every field added from now on goes here: test_config pins the
 // ids of a default experiment and of the shipped configs.
 const std::set<std::string>& fields_hashed_when_set() {
-  static const std::set<std::string> fields = {"eval.gate_skip"};
+  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty"};
   return fields;
 }
 

@@ -98,6 +98,8 @@
   X(eps, double, 1e-8, range(1e-12, 1.0), "AdamW epsilon.") \
   X(weight_decay, double, 0.01, range(0.0, 10.0), "AdamW weight decay (never on norms, biases, A_log, D, dt_bias).") \
   X(label_smoothing, double, 0.1, range(0.0, 0.99), "Label smoothing of the cross-entropy.") \
+  X(gate_penalty, double, 0.0, range(0.0, 100.0), \
+    "Gated cross-attention (model.cross_attn = gated) only: adds gate_penalty times the mean gate (over the gated layers and the target tokens) to the training loss, so that gates close where the source is not needed and eval.gate_skip skips more. The train_loss metric stays the cross-entropy; gate_mean is logged beside it. 0 = off.") \
   X(clip_norm, double, 1.0, range(0.0, 1e9), "Gradient norm clipping (0 = off).") \
   X(accum_steps, int64_t, 1, range(1, 100000), "Gradient accumulation steps per update.") \
   X(max_steps, int64_t, 10000, range(1, 1000000000), "Stop after this many updates.") \

@@ -347,6 +347,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   if (gate) {
     g = torch::sigmoid(detail::linear(x2, gate));
     if (record_gate) last_gate = g.detach().view({b, t}).to(torch::kFloat, false, /*copy=*/true);
+    if (keep_gates) kept_gates.push_back(g.view({b, t}));
     if (skip_below > 0 && !is_training()) {
       if (step && g.is_cpu() && g.scalar_type() == torch::kFloat && g.is_contiguous()) {
         // A CPU decode step: the rows to compute, read on the host (no
@@ -389,14 +390,12 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   return y.view({b, t, options.d_model()});
 }
 
-namespace {
 std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root) {
   std::vector<CrossAttentionImpl*> out;
   for (const auto& m : root.modules())
     if (auto* cross = dynamic_cast<CrossAttentionImpl*>(m.get()); cross && cross->gate) out.push_back(cross);
   return out;
 }
-}  // namespace
 
 int64_t set_gate_skip(torch::nn::Module& root, double skip_below) {
   const auto gated = gated_cross_attention(root);

@@ -147,6 +147,11 @@ class CrossAttentionImpl : public torch::nn::Module {
   // (B,T) float32, detached, in `last_gate` (before skipping).
   bool record_gate = false;
   torch::Tensor last_gate;
+  // Gated only. While `keep_gates` is true, every forward() appends its gate
+  // values (B,T), still in the autograd graph, to `kept_gates` (a training
+  // loss on them: train.gate_penalty). Whoever sets it clears the list.
+  bool keep_gates = false;
+  std::vector<torch::Tensor> kept_gates;
   // Gated only, outside training: a token whose gate is below `skip_below`
   // gets output zero, as if its cross-attention were skipped (eval.gate_skip).
   // A CPU decode step then reads no K/V for those rows, and computes nothing
@@ -155,6 +160,9 @@ class CrossAttentionImpl : public torch::nn::Module {
   double skip_below = 0.0;
 };
 TORCH_MODULE(CrossAttention);
+
+// The gated cross-attention modules under `root`, in module order.
+std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root);
 
 // Sets skip_below of every gated cross-attention module under `root`;
 // returns how many there are.

@@ -17,6 +17,7 @@
 #include "core/signals.h"
 #include "data/sampler.h"
 #include "models/average.h"
+#include "models/layers.h"
 #include "results/bleu.h"
 #include "results/chrf.h"
 #include "train/decode.h"
@@ -180,6 +181,7 @@ struct Trainer::Impl {
   int64_t last_validated = -1;
   // The unfinished log interval.
   double iv_loss = 0, iv_grad_norm = 0, iv_padding = 0;
+  double iv_gate_sum = 0, iv_gate_count = 0;  // gated cross-attention: gates over target tokens and layers
   int64_t iv_tgt_tokens = 0, iv_tokens = 0, iv_steps = 0;
   double iv_seconds = 0;
   // Totals over all attempts (for efficiency/train_tokens_per_s).
@@ -309,6 +311,8 @@ struct Trainer::Impl {
     c.floats["interval.loss"] = iv_loss;
     c.floats["interval.grad_norm"] = iv_grad_norm;
     c.floats["interval.padding"] = iv_padding;
+    c.floats["interval.gate_sum"] = iv_gate_sum;
+    c.floats["interval.gate_count"] = iv_gate_count;
     c.floats["interval.seconds"] = iv_seconds;
     c.floats["total.seconds"] = total_seconds;
     c.strings["experiment_id"] = config.id();
@@ -412,6 +416,9 @@ struct Trainer::Impl {
     iv_loss = get_float("interval.loss");
     iv_grad_norm = get_float("interval.grad_norm");
     iv_padding = get_float("interval.padding");
+    // Checkpoints from before the gate metric have neither.
+    iv_gate_sum = c.floats.count("interval.gate_sum") ? c.floats.at("interval.gate_sum") : 0.0;
+    iv_gate_count = c.floats.count("interval.gate_count") ? c.floats.at("interval.gate_count") : 0.0;
     iv_seconds = get_float("interval.seconds");
     total_seconds = get_float("total.seconds");
     const std::string r = std::to_string(group.rank());
@@ -563,6 +570,7 @@ struct Trainer::Impl {
       append_once(*store, "grad_norm", step, iv_grad_norm / static_cast<double>(iv_steps));
       append_once(*store, "tokens_per_s", step, tps);
       append_once(*store, "padding_fraction", step, iv_padding / static_cast<double>(iv_steps));
+      if (iv_gate_count > 0) append_once(*store, "gate_mean", step, iv_gate_sum / iv_gate_count);
       append_once(*store, "memory_mb", step, mem);
       core::StoreStatus st = store->status();
       st.step = step;
@@ -571,12 +579,13 @@ struct Trainer::Impl {
       store->commit();
     }
     if (!hooks.every_step) {
-      spdlog::info("step {}/{} loss {:.4f} lr {:.3g} grad {:.3f} {:.0f} tok/s pad {:.1f}% mem {:.0f} MiB eta {}", step,
+      spdlog::info("step {}/{} loss {:.4f} lr {:.3g} grad {:.3f} {:.0f} tok/s pad {:.1f}% mem {:.0f} MiB{} eta {}", step,
                    planned_steps(), loss, lr, iv_grad_norm / static_cast<double>(iv_steps), tps,
                    100.0 * iv_padding / static_cast<double>(iv_steps), mem,
+                   iv_gate_count > 0 ? fmt::format(" gate {:.3f}", iv_gate_sum / iv_gate_count) : std::string(),
                    eta > 0 ? fmt::format("{:.0f}s", eta) : std::string("-"));
     }
-    iv_loss = iv_grad_norm = iv_padding = iv_seconds = 0;
+    iv_loss = iv_grad_norm = iv_padding = iv_seconds = iv_gate_sum = iv_gate_count = 0;
     iv_tgt_tokens = iv_tokens = iv_steps = 0;
   }
 
@@ -619,6 +628,21 @@ struct Trainer::Impl {
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
     model->train();
     double loss_sum = 0;
+    // Gated cross-attention: its gates, kept for train.gate_penalty and the gate_mean metric.
+    const std::vector<models::CrossAttentionImpl*> gated = models::gated_cross_attention(*model);
+    struct KeepGates {
+      const std::vector<models::CrossAttentionImpl*>& modules;
+      explicit KeepGates(const std::vector<models::CrossAttentionImpl*>& m) : modules(m) {
+        for (auto* c : modules) c->keep_gates = true;
+      }
+      ~KeepGates() {
+        for (auto* c : modules) {
+          c->keep_gates = false;
+          c->kept_gates.clear();
+        }
+      }
+    } keep_gates(gated);
+    double gate_sum = 0, gate_count = 0;
     for (auto& b : batches) {
       to_device(b.src, device);
       to_device(b.src_mask, device);
@@ -626,12 +650,27 @@ struct Trainer::Impl {
       to_device(b.tgt_out, device);
       to_device(b.tgt_mask, device);
       LossSums ls;
+      torch::Tensor objective;
       {
         AutocastGuard autocast(device, bf16);
         torch::Tensor logits = model->forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
         ls = label_smoothed_loss(logits, b.tgt_out, b.tgt_mask, tc.label_smoothing);
+        objective = ls.loss;
+        if (!gated.empty()) {
+          // The gates of every gated layer at the real target tokens: their
+          // sum over the layers' mean (a sum over tokens, as the loss is).
+          const torch::Tensor real = b.tgt_mask.to(torch::kFloat);
+          torch::Tensor sum = torch::zeros({}, real.options());
+          for (auto* c : gated)
+            for (const torch::Tensor& g : c->kept_gates) sum = sum + (g.to(torch::kFloat) * real).sum();
+          const double layers = static_cast<double>(gated.size());
+          if (tc.gate_penalty > 0) objective = objective + sum * (tc.gate_penalty / layers);
+          gate_sum += sum.detach().to(torch::kFloat64).item<double>();
+          gate_count += layers * static_cast<double>(b.tgt_tokens);
+          for (auto* c : gated) c->kept_gates.clear();
+        }
       }
-      (ls.loss / denom).backward();
+      (objective / denom).backward();
       loss_sum += ls.loss.detach().to(torch::kFloat64).item<double>();
     }
     point("backward");
@@ -642,6 +681,10 @@ struct Trainer::Impl {
     for (auto& p : params) grads.push_back(p.grad());
     group.allreduce_sum(grads);
     const double loss = group.allreduce_sum(loss_sum) / denom;
+    if (!gated.empty()) {
+      iv_gate_sum += group.allreduce_sum(gate_sum);
+      iv_gate_count += group.allreduce_sum(gate_count);
+    }
     const double norm = gradient_norm(params);
     loss_out = loss;
     if (!std::isfinite(loss) || !std::isfinite(norm)) {

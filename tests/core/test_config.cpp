@@ -324,6 +324,10 @@ TEST_CASE("experiment ids stay what they were when fields are added", "[core][co
   CHECK_THAT(error_of("[model]\nkind = \"mamba\"\ncross_attn = \"gated\"\n[eval]\ngate_skip = 0.1\n"),
              Catch::Contains("this is kind mamba"));
   CHECK(error_of("[model]\ncross_attn = \"gated\"\n[eval]\ngate_skip = 0.1\n").empty());
+  CHECK(error_of("[train]\ngate_penalty = 0.5\n") ==
+        "x.toml:2:1: train.gate_penalty = 0.5 needs gated cross-attention (model.cross_attn = \"gated\" in kind "
+        "hybrid or transformer); this is kind hybrid with cross_attn = \"full\"");
+  CHECK(parse_experiment("[train]\ngate_penalty = 0.0\n", "b.toml").id() == "ce95fefc0ab5");
   // It is an evaluation setting: the training stays the same.
   ExperimentConfig open = skip;
   open.eval.gate_skip = 0;

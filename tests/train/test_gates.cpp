@@ -142,5 +142,41 @@ TEST_CASE("models without gated cross-attention store no gate statistics", "[slo
   auto s = core::ExperimentStore::read(dir + "/store.h5");
   CHECK(s.tables.count("gates/by_layer") == 0);
   CHECK(s.scalars.count("gates/mean") == 0);
+  CHECK(s.metrics.count("gate_mean") == 0);
   CHECK(std::isfinite(s.scalars["test/bleu"]));
+}
+
+TEST_CASE("train.gate_penalty closes the gates of gated cross-attention", "[slow]") {
+  TempDir tmp;
+  auto train_with = [&](const std::string& penalty) {
+    core::ExperimentConfig c = train_test::tiny_config(
+        {{"model.cross_attn", "\"gated\""}, {"model.cross_attn_every", "1"}, {"train.gate_penalty", penalty}});
+    c.eval.contrastive = c.eval.entity_recall = c.eval.extrapolation = false;
+    train::RunOptions o;
+    o.exp_dir = tmp.path("exp-" + penalty);
+    o.shared_dir = tmp.path("shared");
+    train::RunResult r = train::run_experiment(c, o);
+    INFO(r.error);
+    REQUIRE(r.state == core::RunState::completed);
+    return core::ExperimentStore::read(o.exp_dir + "/store.h5");
+  };
+  auto none = train_with("0.0");
+  auto strong = train_with("5.0");
+  // The gate_mean metric: every log interval, a gate's share in (0, 1).
+  for (auto* s : {&none, &strong}) {
+    REQUIRE(s->metrics.count("gate_mean"));
+    CHECK(s->metrics["gate_mean"].size() == s->metrics["train_loss"].size());
+    for (auto& p : s->metrics["gate_mean"]) {
+      CHECK(p.value > 0);
+      CHECK(p.value < 1);
+    }
+  }
+  // The gates start half open either way (bias 0); the penalty pushes them shut.
+  CHECK(strong.metrics["gate_mean"].front().value < 0.51);
+  CHECK(strong.metrics["gate_mean"].back().value < strong.metrics["gate_mean"].front().value);
+  CHECK(strong.metrics["gate_mean"].back().value < none.metrics["gate_mean"].back().value);
+  CHECK(strong.scalars["gates/mean"] < none.scalars["gates/mean"]);
+  // It changes the training, so the experiment.
+  CHECK(train_test::tiny_config({{"model.cross_attn", "\"gated\""}, {"train.gate_penalty", "5.0"}}).training_id() !=
+        train_test::tiny_config({{"model.cross_attn", "\"gated\""}}).training_id());
 }
