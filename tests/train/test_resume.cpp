@@ -344,3 +344,24 @@ TEST_CASE("two-stage training: the first updates are a sentence-level run, and r
   REQUIRE(run(train_test::tiny_config({{"data.context_sentences", "0"}}), sent).state == core::RunState::completed);
   CHECK(compare_parameters(final_parameters(straight), final_parameters(sent)) != "");
 }
+
+TEST_CASE("resume is exact with gated cross-attention and its gate penalty, the gate_mean series included") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config(
+      {{"model.cross_attn", "\"gated\""}, {"model.cross_attn_every", "1"}, {"train.gate_penalty", "2.0"}});
+  const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
+  REQUIRE(run(c, straight).state == core::RunState::completed);
+  // Step 5: inside a log interval (every 2 steps), so the interval's gate sums go through the checkpoint.
+  REQUIRE(run_stopped_at(c, stopped, 5).state == core::RunState::interrupted);
+  REQUIRE(run(c, stopped).state == core::RunState::completed);
+  CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
+        "");
+  for (const char* m : {"train_loss", "gate_mean", "valid_loss"}) {
+    INFO(m);
+    std::vector<int64_t> s1, s2;
+    auto a = series(straight, m, &s1), b = series(stopped, m, &s2);
+    CHECK(!a.empty());
+    CHECK(s1 == s2);
+    CHECK(a == b);
+  }
+}
