@@ -653,16 +653,14 @@ void validate(ExperimentConfig& c, const std::string& source) {
             "eval.nbest = " + std::to_string(e.nbest) +
                 " with eval.doc_decode = \"sentences\": a document translated sentence by sentence continues from "
                 "its best translation only, so it has no n-best lists (use eval.doc_decode = \"passages\" or nbest = 1)");
-  if (t.gate_penalty > 0 && (!cross_stacks || m.cross_attn != "gated"))
-    fail_on({"train.gate_penalty", "model.cross_attn"},
-            "train.gate_penalty = " + format_double(t.gate_penalty) + " needs gated cross-attention (model.cross_attn = " +
-                "\"gated\" in kind hybrid or transformer); this is kind " + m.kind + " with cross_attn = \"" +
-                m.cross_attn + "\"");
-  if (e.gate_skip > 0 && (!cross_stacks || m.cross_attn != "gated"))
-    fail_on({"eval.gate_skip", "model.cross_attn"},
-            "eval.gate_skip = " + format_double(e.gate_skip) + " needs gated cross-attention (model.cross_attn = " +
-                "\"gated\" in kind hybrid or transformer); this is kind " + m.kind + " with cross_attn = \"" +
-                m.cross_attn + "\"");
+  // The settings of gated cross-attention's gate.
+  for (auto [key, value] : {std::pair<const char*, double>{"train.gate_penalty", t.gate_penalty},
+                            std::pair<const char*, double>{"eval.gate_skip", e.gate_skip}})
+    if (value > 0 && (!cross_stacks || m.cross_attn != "gated"))
+      fail_on({key, "model.cross_attn"}, std::string(key) + " = " + format_double(value) +
+                                             " needs gated cross-attention (model.cross_attn = \"gated\" in kind "
+                                             "hybrid or transformer); this is kind " +
+                                             m.kind + " with cross_attn = \"" + m.cross_attn + "\"");
   for (size_t i = 1; i < e.length_buckets.size(); ++i)
     if (e.length_buckets[i] <= e.length_buckets[i - 1])
       fail_on({"eval.length_buckets"}, "eval.length_buckets must be strictly increasing");

@@ -325,26 +325,32 @@ std::optional<ReportTable> breakdown_table(const SweepView& view, const std::str
   return t;
 }
 
+// The mean of `column` of results/<table> over its rows weighted by their
+// column "n" (rows named `skip_row` left out); NaN without.
+double weighted_mean(const core::StoreSnapshot& s, const std::string& table, const std::string& column,
+                     const std::string& skip_row = "") {
+  auto it = s.tables.find(table);
+  if (it == s.tables.end()) return kNaN;
+  const core::ResultTable& t = it->second;
+  auto c = std::find(t.columns.begin(), t.columns.end(), column);
+  auto n = std::find(t.columns.begin(), t.columns.end(), "n");
+  if (c == t.columns.end() || n == t.columns.end() || t.values.size() != t.rows.size() * t.columns.size()) return kNaN;
+  double sum = 0, total = 0;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    if (!skip_row.empty() && t.rows[r] == skip_row) continue;
+    const double v = t.at(r, static_cast<size_t>(c - t.columns.begin()));
+    const double k = t.at(r, static_cast<size_t>(n - t.columns.begin()));
+    if (!std::isfinite(v) || !std::isfinite(k) || k <= 0) continue;
+    sum += v * k;
+    total += k;
+  }
+  return total > 0 ? sum / total : kNaN;
+}
+
 // Accuracy (0-1) over the contrastive examples whose antecedent is in an
 // earlier sentence (every row of contrastive/by_distance but "0"), NaN without.
 double earlier_sentence_accuracy(const core::StoreSnapshot& s) {
-  auto it = s.tables.find("contrastive/by_distance");
-  if (it == s.tables.end()) return kNaN;
-  const core::ResultTable& t = it->second;
-  auto acc = std::find(t.columns.begin(), t.columns.end(), "accuracy");
-  auto n = std::find(t.columns.begin(), t.columns.end(), "n");
-  if (acc == t.columns.end() || n == t.columns.end() || t.values.size() != t.rows.size() * t.columns.size())
-    return kNaN;
-  double hits = 0, total = 0;
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    if (t.rows[r] == "0") continue;
-    const double a = t.at(r, static_cast<size_t>(acc - t.columns.begin()));
-    const double k = t.at(r, static_cast<size_t>(n - t.columns.begin()));
-    if (!std::isfinite(a) || !std::isfinite(k) || k <= 0) continue;
-    hits += a * k;
-    total += k;
-  }
-  return total > 0 ? hits / total : kNaN;
+  return weighted_mean(s, "contrastive/by_distance", "accuracy", "0");
 }
 
 // Paired bootstrap p-values of contrastive accuracy (all examples, and those
@@ -489,21 +495,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
 // A column of results/gates/by_layer over every gated layer's tokens together
 // (weighted by the layers' n): the mean gate or a share; NaN without.
 double pooled_gates(const core::StoreSnapshot& s, const std::string& column) {
-  auto it = s.tables.find("gates/by_layer");
-  if (it == s.tables.end()) return kNaN;
-  const core::ResultTable& t = it->second;
-  auto c = std::find(t.columns.begin(), t.columns.end(), column);
-  auto n = std::find(t.columns.begin(), t.columns.end(), "n");
-  if (c == t.columns.end() || n == t.columns.end() || t.values.size() != t.rows.size() * t.columns.size()) return kNaN;
-  double sum = 0, total = 0;
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    const double v = t.at(r, static_cast<size_t>(c - t.columns.begin()));
-    const double k = t.at(r, static_cast<size_t>(n - t.columns.begin()));
-    if (!std::isfinite(v) || !std::isfinite(k) || k <= 0) continue;
-    sum += v * k;
-    total += k;
-  }
-  return total > 0 ? sum / total : kNaN;
+  return weighted_mean(s, "gates/by_layer", column);
 }
 
 // Rows = the configurations with gated cross-attention; columns = how its

@@ -657,8 +657,9 @@ struct Trainer::Impl {
         ls = label_smoothed_loss(logits, b.tgt_out, b.tgt_mask, tc.label_smoothing);
         objective = ls.loss;
         if (!gated.empty()) {
-          // The gates of every gated layer at the real target tokens: their
-          // sum over the layers' mean (a sum over tokens, as the loss is).
+          // The gates of every gated layer at the real target tokens, summed;
+          // over the layers, the penalty is the mean gate per token summed
+          // over the tokens, as the loss is.
           const torch::Tensor real = b.tgt_mask.to(torch::kFloat);
           torch::Tensor sum = torch::zeros({}, real.options());
           for (auto* c : gated)
