@@ -220,14 +220,16 @@ Command eval_command() {
       {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
       {"--test", "FILE...", "test sets in the experiment's corpus format (.tsv as TSV); results under their file stem"},
       {"--contrastive", "FILE...", "ContraPro-format contrastive sets to score as well"},
+      {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
       {"--device", "DEV", "auto (default: the experiment's train.device), cpu or cuda"},
       {"--threads", "N", "CPU threads (default every core)"},
   };
   spec.description =
       "Without --test: the whole suite on the experiment's own sets (BLEU, chrF, chrF++ with bootstrap\n"
       "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall\n"
-      "and consistency, length extrapolation, efficiency). With --test: those files only. Parameters: the mean of the last\n"
-      "eval.average_last checkpoints, else best.h5, else the newest checkpoint. Hypotheses go to DIR/hyp/.\n"
+      "and consistency, length extrapolation, efficiency). With --test: those files only. Parameters (--weights\n"
+      "default): the mean of the last eval.average_last checkpoints, else best.h5, else the newest checkpoint.\n"
+      "Hypotheses go to DIR/hyp/.\n"
       "On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the searches' steps from CUDA graphs\n"
       "(the same for train and translate).";
   return {spec, [spec](const ParsedArgs& a) {
@@ -252,6 +254,8 @@ Command eval_command() {
                 auto v = values_after(args, i);
                 if (v.empty()) throw UsageError("--contrastive needs at least one file");
                 req.contrastive_files.insert(req.contrastive_files.end(), v.begin(), v.end());
+              } else if (w == "--weights") {
+                req.weights = weights_value(value(w));
               } else if (w == "--device") {
                 req.device = device_value(value(w));
               } else if (w == "--threads") {
@@ -272,6 +276,13 @@ Command eval_command() {
           }};
 }
 
+train::Weights weights_value(const std::string& w) {
+  if (w == "default") return train::Weights::kDefault;
+  if (w == "best") return train::Weights::kBest;
+  if (w == "latest") return train::Weights::kLatest;
+  throw UsageError("--weights " + w + ": use default, best or latest");
+}
+
 std::vector<OptionSpec> trained_experiment_options() {
   return {
       {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
@@ -283,15 +294,7 @@ std::vector<OptionSpec> trained_experiment_options() {
 train::LoadedExperiment load_trained_experiment(const ParsedArgs& a) {
   const std::string dir = a.get("--store");
   if (dir.empty()) throw UsageError("--store DIR is required");
-  const std::string w = a.get("--weights", "default");
-  train::Weights which = train::Weights::kDefault;
-  if (w == "best")
-    which = train::Weights::kBest;
-  else if (w == "latest")
-    which = train::Weights::kLatest;
-  else if (w != "default")
-    throw UsageError("--weights " + w + ": use default, best or latest");
-  return train::load_experiment(dir, device_value(a.get("--device", "auto")), which);
+  return train::load_experiment(dir, device_value(a.get("--device", "auto")), weights_value(a.get("--weights", "default")));
 }
 
 Command translate_command() {

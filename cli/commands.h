@@ -7,6 +7,7 @@
 
 namespace mambamt::train {
 struct LoadedExperiment;
+enum class Weights;
 }
 
 namespace mambamt::cli {
@@ -33,6 +34,10 @@ std::vector<OptionSpec> trained_experiment_options();
 // The experiment those options name, loaded (train::load_experiment); no
 // --store, or a --weights other than default, best or latest, is a UsageError.
 train::LoadedExperiment load_trained_experiment(const ParsedArgs& args);
+
+// The value of --weights (translate, explain, eval): default, best or latest;
+// anything else is a UsageError.
+train::Weights weights_value(const std::string& w);
 
 // `mambamt --version` text: version, git revision, LibTorch, CUDA and MPI.
 std::string version_text();

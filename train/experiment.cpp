@@ -356,7 +356,7 @@ void evaluate_experiment(const EvalRequest& req) {
                        "); evaluate it when it has stopped");
   }
   core::configure_threads(req.threads, 1);
-  LoadedExperiment exp = load_experiment(req.exp_dir, req.device);
+  LoadedExperiment exp = load_experiment(req.exp_dir, req.device, req.weights);
   core::log::ExperimentLog log(exp.config.id(), (fs::path(req.exp_dir) / "log.txt").string());
   spdlog::info("evaluating {} with parameters from {}", req.exp_dir, exp.weights);
 

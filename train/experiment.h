@@ -20,6 +20,7 @@
 
 #include "core/config.h"
 #include "core/store.h"
+#include "train/translate.h"
 
 namespace mambamt::train {
 
@@ -105,6 +106,7 @@ struct EvalRequest {
   std::vector<std::string> contrastive_files;
   std::string device = "auto";
   int threads = 0;  // 0 = every core
+  Weights weights = Weights::kDefault;  // which checkpoint(s) to evaluate
 };
 
 // Writes the results into the experiment's store (replacing those of the same

@@ -57,7 +57,18 @@ std::string load_weights(models::TranslationModel& model, const std::string& ckp
     return desc;
   }
   if (which != Weights::kLatest && has_best) {
-    models::load_named_tensors(model, read_model_tensors(dir.best_path()));
+    models::TensorMap best;
+    try {
+      best = read_model_tensors(dir.best_path());
+    } catch (const InputError& e) {
+      // Damaged on disk, and not repaired at resume (its step's file was
+      // pruned): the newest step is the way on, named, never taken silently.
+      if (steps.empty()) throw;
+      throw InputError(std::string(e.what()) + "; the best checkpoint is lost (its step's file is no longer kept): " +
+                       "`--weights latest` evaluates or translates with the newest step (" +
+                       dir.path_for_step(steps.back()) + ") instead");
+    }
+    models::load_named_tensors(model, best);
     return dir.best_path();
   }
   if (steps.empty()) {

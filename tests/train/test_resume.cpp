@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <random>
 #include <thread>
 
 #include "core/checkpoint.h"
+#include "core/error.h"
 #include "core/signals.h"
 #include "core/store.h"
 #include "data/corpus.h"
@@ -364,4 +366,39 @@ TEST_CASE("resume is exact with gated cross-attention and its gate penalty, the 
     CHECK(s1 == s2);
     CHECK(a == b);
   }
+}
+
+TEST_CASE("a best.h5 damaged after its step's file was pruned names --weights latest, which evaluates the newest step") {
+  TempDir tmp;
+  const core::ExperimentConfig c = train_test::tiny_config();
+  const std::string dir = tmp.path("exp");
+  REQUIRE(run(c, dir).state == core::RunState::completed);
+  core::CheckpointDir ck(dir + "/ckpt");
+  // keep_checkpoints 2 (steps 8 and 12 are kept): the best step's file is gone only if the best is older.
+  for (int64_t step : ck.steps())
+    if (step != *ck.latest_step()) fs::remove(ck.path_for_step(step));
+  write_text(ck.best_path(), read_text(ck.best_path()).substr(0, 2000));
+  try {
+    train::load_experiment(dir, "cpu");
+    FAIL("a damaged best.h5 loaded");
+  } catch (const mambamt::InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains(ck.best_path()) && Catch::Contains("the best checkpoint is lost") &&
+                             Catch::Contains("`--weights latest`") &&
+                             Catch::Contains(ck.path_for_step(*ck.latest_step())));
+  }
+  CHECK(train::load_experiment(dir, "cpu", train::Weights::kLatest).weights == ck.path_for_step(*ck.latest_step()));
+  // `mambamt eval --weights latest` evaluates it; a bad value is a usage error.
+  CommandResult bad = run_shell(mambamt_binary() + " eval --store " + dir + " --weights newest");
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.output, Catch::Contains("--weights newest: use default, best or latest"));
+  CommandResult lost = run_shell(mambamt_binary() + " eval --store " + dir + " --test /dev/null");
+  CHECK(lost.code == 1);
+  CHECK_THAT(lost.output, Catch::Contains("`--weights latest`"));
+  write_text(tmp.path("extra.tsv"), "ta ul pa\tta ul pa\nen ta\ten ta\n");
+  CommandResult latest = run_shell(mambamt_binary() + " eval --store " + dir + " --weights latest --test " +
+                                   tmp.path("extra.tsv"));
+  INFO(latest.output);
+  CHECK(latest.code == 0);
+  CHECK_THAT(latest.output, Catch::Contains("with parameters from " + ck.path_for_step(*ck.latest_step())));
+  CHECK(std::isfinite(core::ExperimentStore::read(dir + "/store.h5").scalars.at("extra/bleu")));
 }
