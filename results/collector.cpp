@@ -521,11 +521,13 @@ std::optional<ReportTable> gates_table(const SweepView& view) {
               view.test_set +
               ", every gated layer's target tokens together: the mean gate, the share of tokens whose gate is below "
               "each value (%), and the share skipped by the experiment's eval.gate_skip (%: its cross-attention output "
-              "counted as zero, the source not read); mean \u00b1 std over seeds (n)";
+              "counted as zero, the source not read), on the references and along the model's own translations; "
+              "mean \u00b1 std over seeds (n)";
   t.row_title = "model";
   t.columns.push_back(make_column("mean_gate", "Mean gate", 3, Better::kNone));
   for (const std::string& c : below) t.columns.push_back(make_column(c, "< " + c.substr(6) + " (%)", 1, Better::kNone));
   t.columns.push_back(make_column("skipped", "Skipped (%)", 1, Better::kNone));
+  t.columns.push_back(make_column("translations_skipped", "Skipped in translations (%)", 1, Better::kNone));
   t.columns.push_back(make_column("gate_skip", "eval.gate_skip", 2, Better::kNone));
   for (const PointGroup* g : groups) {
     ReportRow row;
@@ -542,6 +544,10 @@ std::optional<ReportTable> gates_table(const SweepView& view) {
     for (const std::string& c : below)
       row.cells.push_back(over_seeds([&c](const core::StoreSnapshot& s) { return 100 * pooled_gates(s, c); }));
     row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) { return 100 * pooled_gates(s, "skipped"); }));
+    row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) {
+      auto it = s.scalars.find("gates/translations_skipped");
+      return it == s.scalars.end() ? kNaN : 100 * it->second;
+    }));
     row.cells.push_back(over_seeds([](const core::StoreSnapshot& s) {
       auto it = s.scalars.find("gates/skip_threshold");
       return it == s.scalars.end() ? kNaN : it->second;

@@ -532,11 +532,31 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       store.set_scalar("gates/mean", sum / denom);
       store.set_scalar("gates/skipped", static_cast<double>(skipped) / denom);
       store.set_scalar("gates/skip_threshold", e.gate_skip);
-      store.commit();
       spdlog::info("cross-attention gates on {} reference tokens x {} gated layers: mean {:.3f}, {:.1f}% below "
                    "eval.gate_skip = {}",
                    gates.front().values.size(), gates.size(), sum / denom, 100.0 * static_cast<double>(skipped) / denom,
                    e.gate_skip);
+      // The same along the model's own translations: step-by-step decoding
+      // equals teacher forcing, so these are the gates its search saw on the
+      // tokens it output (translations made in document context aside: their
+      // forced prefixes are not in the test examples).
+      const std::vector<std::string>& hyps = all_hyps[0];
+      if (hyps.size() == data.tests[0].examples.size() && !translates_in_context(c)) {
+        std::vector<data::Example> own = data.tests[0].examples;
+        for (size_t i = 0; i < own.size(); ++i) own[i].tgt = tok.encode(hyps[i]);
+        double own_sum = 0, own_n = 0, own_skipped = 0;
+        for (const auto& layer : cross_gate_values(model, own, tok.specials(), e.batch_tokens, device, bf16))
+          for (float v : layer.values) {
+            own_sum += v;
+            own_n += 1;
+            own_skipped += v < e.gate_skip;
+          }
+        store.set_scalar("gates/translations_mean", own_n > 0 ? own_sum / own_n : kNaN);
+        store.set_scalar("gates/translations_skipped", own_n > 0 ? own_skipped / own_n : kNaN);
+        spdlog::info("cross-attention gates along the translations: mean {:.3f}, {:.1f}% skipped", own_sum / own_n,
+                     100.0 * own_skipped / own_n);
+      }
+      store.commit();
     }
   }
 

@@ -1357,6 +1357,7 @@ TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip ski
       n += layers[r * 4 + 3];
     }
     store.set_scalar("gates/skipped", skipped / n);
+    store.set_scalar("gates/translations_skipped", skipped / n / 2);
     store.set_scalar("gates/skip_threshold", threshold);
     store.commit();
   };
@@ -1384,6 +1385,7 @@ TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip ski
   gates = &find_table(report, "cross_attention_gates");
   CHECK(cell(*gates, "base", "skipped").mean == Approx((12.5 + 20) / 2));
   CHECK(cell(*gates, "base", "gate_skip").mean == Approx(0.1));
+  CHECK(cell(*gates, "base", "translations_skipped").mean == Approx((12.5 + 20) / 4));
   const ReportTable& base = find_table(report, "baselines");
   CHECK(cell(base, "base", "cross_attention_skipped").mean == Approx((12.5 + 20) / 2));
   CHECK(cell(base, "transformer", "cross_attention_skipped").n == 0);

@@ -93,6 +93,9 @@ TEST_CASE("evaluation measures the cross-attention gates and skips by eval.gate_
   }
   CHECK(s.scalars["gates/skipped"] == 0);
   CHECK(s.scalars["gates/skip_threshold"] == 0);
+  CHECK(s.scalars["gates/translations_skipped"] == 0);
+  CHECK(s.scalars["gates/translations_mean"] > 0);
+  CHECK(s.scalars["gates/translations_mean"] < 1);
   CHECK(s.scalars["gates/mean"] > 0);
 
   // The experiment's own evaluation skipped below 0.5: its first gated layer
@@ -104,6 +107,9 @@ TEST_CASE("evaluation measures the cross-attention gates and skips by eval.gate_
   CHECK(ol.at(0, 6) == layers.at(0, 5));
   CHECK(ol.at(0, 6) == ol.at(0, 5));
   CHECK(own.scalars["gates/skip_threshold"] == 0.5);
+  REQUIRE(own.scalars.count("gates/translations_skipped"));
+  CHECK(own.scalars["gates/translations_skipped"] >= 0);
+  CHECK(own.scalars["gates/translations_skipped"] <= 1);
   // gates/skipped pools the layers' tokens.
   double skipped = 0, n = 0;
   for (size_t i = 0; i < ol.rows.size(); ++i) {
@@ -119,6 +125,7 @@ TEST_CASE("evaluation measures the cross-attention gates and skips by eval.gate_
   auto b = evaluate_into(exp, blind, data, tmp.path("eval"), "blind");
   CHECK(b.scalars["gates/skipped"] == 1);
   CHECK(b.tables["gates/by_layer"].at(0, 6) == 1);
+  CHECK(b.scalars["gates/translations_skipped"] == 1);
   CHECK(std::isfinite(b.scalars["test/bleu"]));
 
   // `mambamt translate --gate-skip` on the gated experiment.
