@@ -100,7 +100,7 @@ struct EvalRequest {
   std::string exp_dir;
   // Test sets in the experiment's corpus format (.tsv files as TSV); empty =
   // the experiment's own sets and the whole suite (contrastive, entities,
-  // extrapolation, efficiency).
+  // extrapolation, efficiency, gates).
   std::vector<std::string> test_files;
   // ContraPro-format contrastive sets scored as well.
   std::vector<std::string> contrastive_files;

@@ -128,6 +128,16 @@ TEST_CASE("evaluation measures the cross-attention gates and skips by eval.gate_
   CHECK(b.scalars["gates/translations_skipped"] == 1);
   CHECK(std::isfinite(b.scalars["test/bleu"]));
 
+  // `mambamt eval --test` on another set leaves the experiment's gate statistics as they were.
+  write_text(tmp.path("extra.tsv"), "ta ul pa\tta ul pa\nen ta\ten ta\n");
+  CommandResult extra = run_shell(mambamt_binary() + " eval --store " + dir + " --test " + tmp.path("extra.tsv"));
+  INFO(extra.output);
+  CHECK(extra.code == 0);
+  auto after = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(std::isfinite(after.scalars.at("extra/bleu")));
+  CHECK(after.tables["gates/by_layer"].values == ol.values);
+  CHECK(after.scalars["gates/translations_skipped"] == own.scalars["gates/translations_skipped"]);
+
   // `mambamt translate --gate-skip` on the gated experiment.
   write_text(tmp.path("in.txt"), "ta ul pa\nen ta\n");
   CommandResult t = run_shell(mambamt_binary() + " translate --store " + dir + " --gate-skip 1 < " + tmp.path("in.txt"));
