@@ -171,6 +171,7 @@ struct Trainer::Impl {
   std::unique_ptr<data::BatchSampler> sentence_sampler;
   std::unique_ptr<AdamW> optim;
   std::vector<torch::Tensor> params;  // in the optimiser's order
+  std::vector<models::CrossAttentionImpl*> gated;  // the model's gated cross-attention modules
 
   // Training state (all of it goes into checkpoints).
   int64_t step = 0;
@@ -241,6 +242,7 @@ struct Trainer::Impl {
     ao.eps = tc.eps;
     ao.weight_decay = tc.weight_decay;
     optim = std::make_unique<AdamW>(std::move(named), ao);
+    gated = models::gated_cross_attention(*model);
   }
 
   bool improved(double score) const {
@@ -629,7 +631,6 @@ struct Trainer::Impl {
     model->train();
     double loss_sum = 0;
     // Gated cross-attention: its gates, kept for train.gate_penalty and the gate_mean metric.
-    const std::vector<models::CrossAttentionImpl*> gated = models::gated_cross_attention(*model);
     struct KeepGates {
       const std::vector<models::CrossAttentionImpl*>& modules;
       explicit KeepGates(const std::vector<models::CrossAttentionImpl*>& m) : modules(m) {
@@ -660,12 +661,15 @@ struct Trainer::Impl {
           // The gates of every gated layer at the real target tokens, summed;
           // over the layers, the penalty is the mean gate per token summed
           // over the tokens, as the loss is.
+          // Without a penalty the sum is only the metric: no graph behind it.
+          const bool penalised = tc.gate_penalty > 0;
           const torch::Tensor real = b.tgt_mask.to(torch::kFloat);
           torch::Tensor sum = torch::zeros({}, real.options());
           for (auto* c : gated)
-            for (const torch::Tensor& g : c->kept_gates) sum = sum + (g.to(torch::kFloat) * real).sum();
+            for (const torch::Tensor& g : c->kept_gates)
+              sum = sum + ((penalised ? g : g.detach()).to(torch::kFloat) * real).sum();
           const double layers = static_cast<double>(gated.size());
-          if (tc.gate_penalty > 0) objective = objective + sum * (tc.gate_penalty / layers);
+          if (penalised) objective = objective + sum * (tc.gate_penalty / layers);
           gate_sum += sum.detach().to(torch::kFloat64).item<double>();
           gate_count += layers * static_cast<double>(b.tgt_tokens);
           for (auto* c : gated) c->kept_gates.clear();

@@ -19,9 +19,7 @@ namespace {
 
 // The gates of every gated cross-attention module in a teacher-forced pass.
 std::vector<torch::Tensor> recorded_gates(TranslationModel& m, const TestBatch& b) {
-  std::vector<CrossAttentionImpl*> gated;
-  for (const auto& item : m.named_modules("", false))
-    if (auto* c = dynamic_cast<CrossAttentionImpl*>(item.value().get()); c && c->gate) gated.push_back(c);
+  const std::vector<CrossAttentionImpl*> gated = gated_cross_attention(m);
   for (auto* c : gated) c->record_gate = true;
   m.forward(b.src, b.src_mask, b.tgt_in, b.tgt_mask);
   std::vector<torch::Tensor> out;
@@ -103,9 +101,7 @@ TEST_CASE("with gates skipping, step-by-step decoding gives the teacher-forced l
       ModelPtr m = tiny_model(tiny_config(kind, "cross_attn = \"gated\"\ncross_attn_every = 1\n"));
       {
         torch::NoGradGuard no_grad;
-        for (const auto& item : m->named_modules("", false))
-          if (auto* c = dynamic_cast<CrossAttentionImpl*>(item.value().get()); c && c->gate)
-            c->gate->weight.normal_(0.0, 0.5);
+        for (auto* c : gated_cross_attention(*m)) c->gate->weight.normal_(0.0, 0.5);
       }
       m->eval();
       TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});

@@ -26,8 +26,7 @@ namespace {
 // The skip_below of every gated cross-attention module of a model.
 std::set<double> skip_values(torch::nn::Module& m) {
   std::set<double> out;
-  for (const auto& item : m.named_modules("", false))
-    if (auto* c = dynamic_cast<models::CrossAttentionImpl*>(item.value().get()); c && c->gate) out.insert(c->skip_below);
+  for (auto* c : models::gated_cross_attention(m)) out.insert(c->skip_below);
   return out;
 }
 
