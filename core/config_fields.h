@@ -132,7 +132,7 @@
   X(extrapolation, bool, true, any(), "Score the 2x/4x length-extrapolation passages.") \
   X(comet, std::string, "auto", one_of({"auto", "off"}), "COMET via a `comet-score` command on PATH (auto = when present).") \
   X(average_last, int64_t, 0, range(0, 100), "Average the parameters of the last k checkpoints before evaluating (0 = off).") \
-  X(max_examples, int64_t, 0, range(0, 100000000), "Cap on examples per test set (0 = all).") \
+  X(max_examples, int64_t, 0, range(0, 100000000), "Cap on test sentences per test set (0 = all): the first N in document order, whether translated alone or in windows; also the most passages per length-extrapolation set.") \
   X(gate_skip, double, 0.0, range(0.0, 1.0), \
     "Gated cross-attention (model.cross_attn = gated) only: in evaluation and `mambamt translate`, a target token's cross-attention whose gate is below this value is skipped: its output counts as zero, and on the CPU a decode step reads no source K/V for such rows (and computes nothing when every row is closed). 0 = never. Evaluation stores the gates' statistics on the test references either way (gates/*). Training does not read it: points that differ in it train once.")
 

@@ -161,9 +161,26 @@ TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& to
   for (auto& d : t.tokenized.documents)
     for (auto& s : d.sentences)
       o.max_tokens = std::max<int64_t>(o.max_tokens, static_cast<int64_t>(std::max(s.src.size(), s.tgt.size())) + 1);
-  t.examples = data::make_examples(t.tokenized, o, tokenizer.specials().sep);
-  if (c.eval.max_examples > 0 && static_cast<int64_t>(t.examples.size()) > c.eval.max_examples)
-    t.examples.resize(static_cast<size_t>(c.eval.max_examples));
+  // eval.max_examples caps the test sentences, not the examples: the examples
+  // are made from the first max_examples sentences (in document order, the
+  // last document cut there), so a model translating windows of sentences and
+  // its sentence-level twin are scored on the same text. Spans index the full
+  // corpus, of which the capped one is a prefix.
+  const int64_t cap = c.eval.max_examples;
+  if (cap > 0 && t.tokenized.num_sentences() > cap) {
+    data::TokenizedCorpus capped;
+    int64_t left = cap;
+    for (auto& d : t.tokenized.documents) {
+      if (left == 0) break;
+      data::TokenizedDocument& kept = capped.documents.emplace_back();
+      const int64_t n = std::min<int64_t>(left, static_cast<int64_t>(d.sentences.size()));
+      kept.sentences.assign(d.sentences.begin(), d.sentences.begin() + n);
+      left -= n;
+    }
+    t.examples = data::make_examples(capped, o, tokenizer.specials().sep);
+  } else {
+    t.examples = data::make_examples(t.tokenized, o, tokenizer.specials().sep);
+  }
   for (auto& e : t.examples) {
     t.sources.push_back(data::source_text(t.corpus, e, " "));
     t.references.push_back(data::target_text(t.corpus, e, " "));

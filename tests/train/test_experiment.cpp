@@ -157,6 +157,61 @@ TEST_CASE("data preparation is shared and keyed by the fields it depends on") {
   CHECK(q.tokenizer->vocab_size() == p.tokenizer->vocab_size());
 }
 
+TEST_CASE("eval.max_examples caps test sentences: windowed, source-context and sentence-level models see the same text") {
+  TempDir tmp;
+  // The sentences an example translates (its source-side context left out).
+  auto translated = [](const train::TestSet& t) {
+    std::vector<std::pair<int32_t, int32_t>> out;
+    for (auto& e : t.examples) {
+      int32_t skip = e.context;
+      for (auto& s : e.spans)
+        for (int32_t i = 0; i < s.count; ++i)
+          if (skip > 0)
+            --skip;
+          else
+            out.emplace_back(s.doc, s.first + i);
+    }
+    return out;
+  };
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> seen;
+  std::vector<std::string> texts;
+  size_t windows = 0;
+  for (auto overrides : std::vector<std::vector<std::pair<std::string, std::string>>>{
+           {{"data.context_sentences", "1"}},
+           {{"data.context_sentences", "3"}},
+           {{"data.context_sentences", "3"}, {"data.context_side", "\"source\""}}}) {
+    overrides.push_back({"eval.max_examples", "7"});
+    const core::ExperimentConfig c = train_test::tiny_config(overrides);
+    const train::PreparedData p = train::prepare_data(c, tmp.dir());
+    REQUIRE(p.tests.size() == 1);
+    const train::TestSet& t = p.tests[0];
+    REQUIRE(t.tokenized.num_sentences() > 7);
+    seen.push_back(translated(t));
+    std::string all;
+    for (auto& r : t.references) all += r + " ";
+    texts.push_back(all);
+    if (c.data.context_sentences == 3 && c.data.context_side == "both") windows = t.examples.size();
+  }
+  // The first seven sentences in document order, each once, for all three.
+  std::vector<std::pair<int32_t, int32_t>> first;
+  {
+    const core::ExperimentConfig c = train_test::tiny_config();
+    const train::PreparedData p = train::prepare_data(c, tmp.dir());
+    const auto& docs = p.tests[0].tokenized.documents;
+    for (int32_t d = 0; d < static_cast<int32_t>(docs.size()) && first.size() < 7; ++d)
+      for (int32_t i = 0; i < static_cast<int32_t>(docs[d].sentences.size()) && first.size() < 7; ++i)
+        first.emplace_back(d, i);
+  }
+  CHECK(seen[0] == first);
+  CHECK(seen[1] == first);
+  CHECK(seen[2] == first);
+  CHECK(texts[1] == texts[0]);
+  CHECK(texts[2] == texts[0]);
+  // Windows of up to 3 sentences: fewer examples than sentences.
+  CHECK(windows < 7);
+  CHECK(windows >= 3);
+}
+
 TEST_CASE("training and evaluation write every store name of docs/STORE.md and a completed store is not rewritten",
           "[slow]") {
   TempDir tmp;
