@@ -13,6 +13,7 @@
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
 #include "results/contrastive.h"
+#include "results/entities.h"
 #include "results/segments.h"
 
 namespace mambamt::results {
@@ -378,6 +379,29 @@ std::pair<ReportCell, ReportCell> contrastive_significance(const PointGroup& sys
   return {largest_p(all), largest_p(earlier)};
 }
 
+// Paired bootstrap p-value of entity consistency (documents resampled) of
+// `system` against `baseline`, seed by seed where both translated the same
+// sentences; the largest p over the seed pairs.
+ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
+  auto outcomes = [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
+    if (!p.store || p.state != "completed") return std::nullopt;
+    return entity_consistency_outcomes(*p.store);
+  };
+  std::vector<double> ps;
+  for (const SweepPoint* p : system.points) {
+    const std::optional<EntityConsistencyOutcomes> sys = outcomes(*p);
+    if (!sys) continue;
+    for (const SweepPoint* q : baseline.points) {
+      if (q->seed != p->seed) continue;
+      const std::optional<EntityConsistencyOutcomes> base = outcomes(*q);
+      if (base && base->set == sys->set && base->documents == sys->documents)
+        ps.push_back(paired_consistency_p(*base, *sys));
+      break;
+    }
+  }
+  return largest_p(ps);
+}
+
 // Document context against its absence: every document-level configuration of
 // the sweep (data.context_sentences > 1) beside the sentence-level one
 // (<= 1) that differs from it only in the fields of document context
@@ -412,7 +436,8 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     int decimals;
     std::function<double(const core::StoreSnapshot&)> value;
     bool sides;  // document- and sentence-level columns before the gain
-    int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones; 0 none
+    int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones, 3 entity
+                 // consistency; 0 none
   };
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
@@ -432,7 +457,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       for (const core::StoreSnapshot* st : g->completed())
         consistency = consistency || std::isfinite(scalar("entities/consistency", 1)(*st));
   if (consistency)
-    metrics.push_back({"entity_consistency", "Entity consistency", 1, scalar("entities/consistency", 100), false, 0});
+    metrics.push_back({"entity_consistency", "Entity consistency", 1, scalar("entities/consistency", 100), false, 3});
 
   ReportTable t;
   t.name = "document_context";
@@ -445,8 +470,9 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
               view.test_set +
               " (over each model's own test examples: passages for a model that translates whole passages); "
               "mean \u00b1 std over seeds (n); p: paired bootstrap resampling (1000 resamples) of the contrastive "
-              "accuracy against the sentence-level model of the same seed on the same examples, the largest p over "
-              "the seeds (n)";
+              "accuracy against the sentence-level model of the same seed on the same examples, and of entity "
+              "consistency (documents resampled) where both translated the same sentences, the largest p over the "
+              "seeds (n)";
   t.row_title = "model";
   for (const Metric& m : metrics) {
     if (m.sides) {
@@ -468,6 +494,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     row.status = d->status(seeds) + "; " + s->label + ": " + s->status(seeds);
     row.base = d->base;
     const std::pair<ReportCell, ReportCell> p = contrastive_significance(*d, *s);
+    const ReportCell consistency_p = consistency ? consistency_significance(*d, *s) : ReportCell{};
     for (const Metric& m : metrics) {
       std::vector<double> doc, sent, gain;
       for (const SweepPoint* p : d->points) {
@@ -484,7 +511,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
         row.cells.push_back(summarize(sent));
       }
       row.cells.push_back(summarize(gain));
-      if (m.test) row.cells.push_back(m.test == 1 ? p.first : p.second);
+      if (m.test) row.cells.push_back(m.test == 1 ? p.first : m.test == 2 ? p.second : consistency_p);
     }
     t.rows.push_back(std::move(row));
   }

@@ -181,9 +181,11 @@ EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& seg
   // (document, entity) -> mentions; a segment without a document is one of
   // its own (keys below zero that no document id takes).
   std::map<std::pair<std::int64_t, std::string>, Mentions> by_doc;
+  std::set<std::int64_t> documents;
   for (std::size_t i = 0; i < segments.size(); ++i) {
     const EntitySegment& seg = segments[i];
     const std::int64_t doc = seg.document >= 0 ? seg.document : -1 - static_cast<std::int64_t>(i);
+    documents.insert(doc);
     std::set<std::string> seen;
     for (const auto& e : seg.entities) {
       if (e.empty() || !seen.insert(e).second || !contains_verbatim(seg.source, e)) continue;
@@ -195,11 +197,12 @@ EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& seg
     }
   }
   EntityConsistencyResult result;
+  for (std::int64_t d : documents) result.by_document[d];
   for (const auto& [key, m] : by_doc) {
     if (m.total < 2) continue;
     result.mentions += m.total;
     ConsistencyCell& cell = result.by_bucket[static_cast<int>(entity_bucket(training_frequency(key.second), edges))];
-    for (ConsistencyCell* c : {&cell, &result.total}) {
+    for (ConsistencyCell* c : {&cell, &result.total, &result.by_document[key.first]}) {
       c->repeated += 1;
       c->rendered += m.rendered > 0 ? 1 : 0;
       c->consistent += m.rendered == m.total ? 1 : 0;
@@ -212,6 +215,51 @@ EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& seg
                                            const std::unordered_map<std::string, std::int64_t>& training_frequency,
                                            const EntityBucketEdges& edges) {
   return entity_consistency(segments, lookup_in(training_frequency), edges);
+}
+
+std::optional<EntityConsistencyOutcomes> entity_consistency_outcomes(const core::StoreSnapshot& store) {
+  auto t = store.tables.find("entities/by_document");
+  auto set = store.texts.find("data.entities");
+  if (t == store.tables.end() || set == store.texts.end()) return std::nullopt;
+  const core::ResultTable& table = t->second;
+  if (table.columns != std::vector<std::string>{"consistent", "rendered", "repeated"} ||
+      table.values.size() != table.rows.size() * 3 || table.rows.empty())
+    return std::nullopt;
+  EntityConsistencyOutcomes out;
+  out.set = set->second;
+  out.documents = table.rows;
+  for (std::size_t r = 0; r < table.rows.size(); ++r) {
+    ConsistencyCell c;
+    c.consistent = static_cast<std::int64_t>(table.at(r, 0));
+    c.rendered = static_cast<std::int64_t>(table.at(r, 1));
+    c.repeated = static_cast<std::int64_t>(table.at(r, 2));
+    out.cells.push_back(c);
+  }
+  return out;
+}
+
+double paired_consistency_p(const EntityConsistencyOutcomes& baseline, const EntityConsistencyOutcomes& system,
+                            const BootstrapOptions& options) {
+  if (baseline.set != system.set)
+    throw InputError("entity consistency: the systems translated different text: " + baseline.set + " and " +
+                     system.set);
+  if (baseline.documents != system.documents || baseline.cells.size() != baseline.documents.size() ||
+      system.cells.size() != system.documents.size())
+    throw InputError("entity consistency: the systems' documents differ (" + std::to_string(baseline.documents.size()) +
+                     " and " + std::to_string(system.documents.size()) + ")");
+  if (baseline.documents.empty()) throw InputError("entity consistency: no documents");
+  auto consistency = [](const std::vector<ConsistencyCell>& cells) {
+    return [&cells](const std::vector<std::size_t>& picked) {
+      std::int64_t consistent = 0, rendered = 0;
+      for (std::size_t i : picked) {
+        consistent += cells[i].consistent;
+        rendered += cells[i].rendered;
+      }
+      return rendered > 0 ? static_cast<double>(consistent) / static_cast<double>(rendered) : 0.0;
+    };
+  };
+  return paired_bootstrap(baseline.cells.size(), consistency(baseline.cells), consistency(system.cells), options)
+      .p_value;
 }
 
 std::vector<std::string> verbatim_entity_candidates(std::string_view source,

@@ -10,10 +10,15 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "core/store.h"
+#include "results/bootstrap.h"
 
 namespace mambamt::results {
 
@@ -114,6 +119,10 @@ struct EntityConsistencyResult {
   ConsistencyCell total;
   std::array<ConsistencyCell, kEntityBuckets> by_bucket{};  // by the entity's training frequency
   std::int64_t mentions = 0;  // mentions of the repeated entities
+  // Every document of the segments (EntitySegment::document; a segment without
+  // one under -1 - its index), with the counts of its repeated entities (zero
+  // when none repeats there): the units of the paired test below.
+  std::map<std::int64_t, ConsistencyCell> by_document;
 };
 
 EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
@@ -122,6 +131,26 @@ EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& seg
 EntityConsistencyResult entity_consistency(const std::vector<EntitySegment>& segments,
                                            const std::unordered_map<std::string, std::int64_t>& training_frequency,
                                            const EntityBucketEdges& edges = {});
+
+// An experiment store's per-document consistency counts (results/entities/
+// by_document: rows the document ids, columns consistent, rendered, repeated)
+// and the text they come from (text data.entities: the test set's fingerprint
+// and the sentences translated).
+struct EntityConsistencyOutcomes {
+  std::vector<std::string> documents;
+  std::vector<ConsistencyCell> cells;
+  std::string set;
+};
+// Null when the store has no such table or text.
+std::optional<EntityConsistencyOutcomes> entity_consistency_outcomes(const core::StoreSnapshot& store);
+
+// p-value of sacreBLEU's paired bootstrap test (results/bootstrap.h) of two
+// systems' entity consistency on the same documents: documents are resampled
+// (the units whose mentions depend on each other), both systems alike, and
+// each resample scored as its consistent over its rendered entities (0 when
+// none is rendered). Throws InputError when the two differ in text or documents.
+double paired_consistency_p(const EntityConsistencyOutcomes& baseline, const EntityConsistencyOutcomes& system,
+                            const BootstrapOptions& options = {});
 
 // A fallback when no NER is available: the longest runs of capitalised reference
 // words (joined by single spaces) that also appear verbatim in the source, in

@@ -607,6 +607,21 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       table.values.push_back(static_cast<double>(k.by_bucket[b].rendered));
     }
     store.set_table("entities/by_frequency", table);
+    // Per document, for the collector's paired test; the text names what was
+    // translated, so that only systems scored on the same sentences are paired.
+    core::ResultTable docs;
+    docs.columns = {"consistent", "rendered", "repeated"};
+    for (auto& [doc, cell] : k.by_document) {
+      docs.rows.push_back(std::to_string(doc));
+      docs.values.push_back(static_cast<double>(cell.consistent));
+      docs.values.push_back(static_cast<double>(cell.rendered));
+      docs.values.push_back(static_cast<double>(cell.repeated));
+    }
+    store.set_table("entities/by_document", docs);
+    int64_t translated = 0;
+    for (auto& ex : t.examples) translated += ex.sentences() - ex.context;
+    store.set_text("data.entities", t.name + " " + data::corpus_summary(t.corpus) + ", the first " +
+                                        std::to_string(translated) + " sentences translated");
     store.commit();
     spdlog::info("entity recall {:.3f} over {} entity mentions; consistency {:.3f} over the {} of {} entities "
                  "repeated in a document that are rendered there",

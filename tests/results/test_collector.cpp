@@ -1228,6 +1228,26 @@ model.kind = "mamba"
     outcomes("transformer-sent", seed, [](int i) { return i % 2 == 0 && i != 2; }, set);
   }
   outcomes("hybrid-sent", 1, [](int i) { return i % 2 == 0; }, set);
+  // Entity consistency per document (40 documents, two repeated entities
+  // each, both rendered) for its paired test: the base hybrid consistent on
+  // both, its twin on one.
+  auto entities = [&](const std::string& variant, int64_t seed, int consistent, const std::string& text) {
+    core::ExperimentStore store =
+        core::ExperimentStore::open((run / "exp" / point_config(variant, seed).id() / "store.h5").string());
+    std::vector<std::string> rows;
+    std::vector<double> values;
+    for (int d = 0; d < 40; ++d) {
+      rows.push_back(std::to_string(d));
+      values.insert(values.end(), {static_cast<double>(consistent), 2, 2});
+    }
+    store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
+    store.set_text("data.entities", text);
+    store.commit();
+  };
+  const std::string text = "test 00000000000000cc (40 documents, 160 sentences), the first 160 sentences translated";
+  entities("", 1, 2, text);
+  entities("", 2, 2, text);
+  entities("hybrid-sent", 1, 1, text);
 
   CollectOptions o;
   o.run_dir = run.string();
@@ -1266,6 +1286,9 @@ model.kind = "mamba"
   // Entity consistency: a column since the hybrids' stores have it.
   CHECK(cell(t, "base", "entity_consistency_gain_pp").mean == Approx(20));
   CHECK(cell(t, "transformer", "entity_consistency_gain_pp").n == 0);
+  CHECK(cell(t, "base", "entity_consistency_p").mean < 0.01);
+  CHECK(cell(t, "base", "entity_consistency_p").n == 1);
+  CHECK(cell(t, "transformer", "entity_consistency_p").n == 0);
 
   const std::string md = core::read_text((fs::path(r.out_dir) / "report.md").string());
   const size_t section = md.find("## Document-level phenomena");
@@ -1281,6 +1304,11 @@ model.kind = "mamba"
   const CollectReport other = collect(o, log);
   CHECK(cell(find_table(other, "document_context"), "base", "contrastive_accuracy_p").n == 0);
   CHECK(cell(find_table(other, "document_context"), "transformer", "contrastive_accuracy_p").n == 2);
+  CHECK(cell(find_table(other, "document_context"), "base", "entity_consistency_p").n == 1);
+  // Entity counts over other sentences are not compared either.
+  entities("hybrid-sent", 1, 1, "test 00000000000000cc (40 documents, 160 sentences), the first 80 sentences translated");
+  o.out_dir = (dir.path() / "other_sentences").string();
+  CHECK(cell(find_table(collect(o, log), "document_context"), "base", "entity_consistency_p").n == 0);
 
   // Without its sentence-level twin a model has no row; without any, there is no table.
   fs::remove_all(run / "exp" / point_config("hybrid-sent", 1).id());

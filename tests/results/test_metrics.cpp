@@ -21,6 +21,7 @@
 
 using namespace mambamt::results;
 using mambamt::InputError;
+namespace core = mambamt::core;
 using mambamt::results::testing::data_path;
 
 namespace {
@@ -142,6 +143,56 @@ TEST_CASE("paired test of two systems' contrastive accuracy") {
   CHECK(paired_accuracy_p(base, base) == Approx(1.0 / 1001));
   CHECK_THROWS_AS(paired_accuracy_p(base, {1, 0}), InputError);
   CHECK_THROWS_AS(paired_accuracy_p({}, {}), InputError);
+}
+
+TEST_CASE("paired test of two systems' entity consistency resamples documents") {
+  // 60 documents with two repeated entities each, both rendered: the baseline
+  // consistent on one of them, a system on both; another system consistent on
+  // both in one document more than the baseline.
+  EntityConsistencyOutcomes base, better, one_more;
+  for (auto* o : {&base, &better, &one_more}) o->set = "test 00000000000000aa (60 documents, 240 sentences)";
+  for (int d = 0; d < 60; ++d)
+    for (auto* o : {&base, &better, &one_more}) {
+      o->documents.push_back(std::to_string(d));
+      ConsistencyCell c;
+      c.repeated = c.rendered = 2;
+      c.consistent = o == &better || (o == &one_more && d == 0) ? 2 : 1;
+      o->cells.push_back(c);
+    }
+  CHECK(paired_consistency_p(base, better) < 0.01);
+  CHECK(paired_consistency_p(better, base) < 0.01);
+  CHECK(paired_consistency_p(base, one_more) > 0.05);
+  CHECK(paired_consistency_p(base, base) == Approx(1.0 / 1001));
+  // A resample with nothing rendered scores 0, not NaN.
+  EntityConsistencyOutcomes none = base;
+  for (auto& c : none.cells) c.rendered = c.consistent = 0;
+  CHECK(std::isfinite(paired_consistency_p(none, base)));
+  // Other text or other documents: no pairing.
+  EntityConsistencyOutcomes other = better;
+  other.set = "test 00000000000000bb (60 documents, 240 sentences)";
+  CHECK_THROWS_AS(paired_consistency_p(base, other), InputError);
+  other = better;
+  other.documents[5] = "77";
+  CHECK_THROWS_AS(paired_consistency_p(base, other), InputError);
+
+  // From a store's table and text.
+  core::StoreSnapshot snap;
+  snap.texts["data.entities"] = base.set;
+  core::ResultTable t;
+  t.columns = {"consistent", "rendered", "repeated"};
+  t.rows = {"0", "4"};
+  t.values = {1, 2, 3, 0, 0, 1};
+  snap.tables["entities/by_document"] = t;
+  const std::optional<EntityConsistencyOutcomes> o = entity_consistency_outcomes(snap);
+  REQUIRE(o);
+  CHECK(o->set == base.set);
+  CHECK(o->documents == std::vector<std::string>{"0", "4"});
+  CHECK(o->cells[0].consistent == 1);
+  CHECK(o->cells[0].rendered == 2);
+  CHECK(o->cells[0].repeated == 3);
+  CHECK(o->cells[1].repeated == 1);
+  snap.texts.clear();
+  CHECK(!entity_consistency_outcomes(snap));
 }
 
 TEST_CASE("contrastive accuracy by hand: ties and NaN count as wrong") {
@@ -282,6 +333,20 @@ TEST_CASE("entity consistency across a document by hand") {
   CHECK(unseen.repeated == 2);  // Cleo, Eve
   CHECK(unseen.rendered == 1);
   CHECK(unseen.consistent == 0);
+  // Per document, every one present (the lone segments under -1 - index).
+  std::vector<std::int64_t> docs;
+  for (auto& [d, c] : r.by_document) docs.push_back(d);
+  CHECK(docs == std::vector<std::int64_t>{-7, -6, 0, 1, 2, 3});
+  CHECK(r.by_document.at(0).repeated == 2);
+  CHECK(r.by_document.at(0).rendered == 2);
+  CHECK(r.by_document.at(0).consistent == 1);
+  CHECK(r.by_document.at(1).repeated == 1);
+  CHECK(r.by_document.at(1).rendered == 0);
+  CHECK(r.by_document.at(-6).repeated == 1);
+  CHECK(r.by_document.at(-6).rendered == 1);
+  CHECK(r.by_document.at(-7).repeated == 0);
+  CHECK(r.by_document.at(2).repeated == 0);
+  CHECK(r.by_document.at(3).repeated == 0);
 
   // Rendering Bob at both mentions of document 0 makes it consistent too.
   segs[1].hypothesis = "Ann saw Bob and Ann.";

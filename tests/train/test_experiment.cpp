@@ -287,6 +287,18 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   } else {
     CHECK(std::isnan(consistency));
   }
+  // Per document: the documents of the test examples, summing to the totals.
+  auto by_doc = table("entities/by_document", {"consistent", "rendered", "repeated"});
+  double doc_rendered = 0, doc_consistent = 0;
+  for (size_t r = 0; r < by_doc.rows.size(); ++r) {
+    doc_consistent += by_doc.at(r, 0);
+    doc_rendered += by_doc.at(r, 1);
+  }
+  CHECK(doc_rendered == rendered);
+  if (rendered > 0) CHECK(doc_consistent / doc_rendered == Approx(consistency));
+  REQUIRE(s.texts.count("data.entities"));
+  CHECK_THAT(s.texts["data.entities"], Catch::StartsWith("test " + s.texts["data.test.test"] + ", the first ") &&
+                                           Catch::EndsWith(" sentences translated"));
   auto ex = table("extrapolation/by_length", {"bleu", "chrf", "n", "mean_src_len"});
   CHECK(ex.rows == std::vector<std::string>{"1x", "2x", "4x"});
   auto mem = table("efficiency/memory_by_length", {"train_memory_mb", "decode_state_mb"});
