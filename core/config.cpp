@@ -661,6 +661,10 @@ void validate(ExperimentConfig& c, const std::string& source) {
                                              " needs gated cross-attention (model.cross_attn = \"gated\" in kind "
                                              "hybrid or transformer); this is kind " +
                                              m.kind + " with cross_attn = \"" + m.cross_attn + "\"");
+  if (t.gate_penalty_warmup > 0 && t.gate_penalty == 0)
+    fail_on({"train.gate_penalty_warmup", "train.gate_penalty"},
+            "train.gate_penalty_warmup = " + std::to_string(t.gate_penalty_warmup) +
+                " ramps up train.gate_penalty, which is 0 (off)");
   for (size_t i = 1; i < e.length_buckets.size(); ++i)
     if (e.length_buckets[i] <= e.length_buckets[i - 1])
       fail_on({"eval.length_buckets"}, "eval.length_buckets must be strictly increasing");
@@ -870,7 +874,7 @@ namespace {
 // an upgrade). Every field added from now on goes here: test_config pins the
 // ids of a default experiment and of the shipped configs.
 const std::set<std::string>& fields_hashed_when_set() {
-  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty"};
+  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty", "train.gate_penalty_warmup"};
   return fields;
 }
 

@@ -100,6 +100,8 @@
   X(label_smoothing, double, 0.1, range(0.0, 0.99), "Label smoothing of the cross-entropy.") \
   X(gate_penalty, double, 0.0, range(0.0, 100.0), \
     "Gated cross-attention (model.cross_attn = gated) only: adds gate_penalty times the mean gate (over the gated layers and the target tokens) to the training loss, so that gates close where the source is not needed and eval.gate_skip skips more. The train_loss metric stays the cross-entropy; gate_mean is logged beside it. 0 = off.") \
+  X(gate_penalty_warmup, int64_t, 0, range(0, 100000000), \
+    "Updates over which train.gate_penalty ramps up linearly: update s adds gate_penalty * min(1, s / gate_penalty_warmup), so the gates learn where the source helps before the penalty closes them. 0 = the full penalty from the first update.") \
   X(clip_norm, double, 1.0, range(0.0, 1e9), "Gradient norm clipping (0 = off).") \
   X(accum_steps, int64_t, 1, range(1, 100000), "Gradient accumulation steps per update.") \
   X(max_steps, int64_t, 10000, range(1, 1000000000), "Stop after this many updates.") \

@@ -124,6 +124,11 @@ void AdamW::load(const core::Checkpoint& ckpt, const std::string& prefix) {
   steps_ = steps->second;
 }
 
+double gate_penalty_at(const core::TrainConfig& t, int64_t step) {
+  if (t.gate_penalty_warmup <= 0 || step >= t.gate_penalty_warmup) return t.gate_penalty;
+  return t.gate_penalty * static_cast<double>(std::max<int64_t>(step, 0)) / static_cast<double>(t.gate_penalty_warmup);
+}
+
 double learning_rate(const core::TrainConfig& t, int64_t step) {
   const double s = static_cast<double>(std::max<int64_t>(step, 1));
   const double warm = static_cast<double>(t.warmup_steps);

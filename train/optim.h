@@ -75,6 +75,10 @@ class AdamW {
 //   constant      lr
 double learning_rate(const core::TrainConfig& train, int64_t step);
 
+// The weight of train.gate_penalty at update `step` (1-based): gate_penalty *
+// min(1, step / gate_penalty_warmup), or gate_penalty without a warmup.
+double gate_penalty_at(const core::TrainConfig& train, int64_t step);
+
 // The global L2 norm of the gradients (float64 accumulation); gradients that
 // are undefined count as zero. NaN/Inf when any gradient is.
 double gradient_norm(const std::vector<torch::Tensor>& parameters);

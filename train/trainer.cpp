@@ -662,14 +662,15 @@ struct Trainer::Impl {
           // over the layers, the penalty is the mean gate per token summed
           // over the tokens, as the loss is.
           // Without a penalty the sum is only the metric: no graph behind it.
-          const bool penalised = tc.gate_penalty > 0;
+          const double penalty = gate_penalty_at(tc, s);
+          const bool penalised = penalty > 0;
           const torch::Tensor real = b.tgt_mask.to(torch::kFloat);
           torch::Tensor sum = torch::zeros({}, real.options());
           for (auto* c : gated)
             for (const torch::Tensor& g : c->kept_gates)
               sum = sum + ((penalised ? g : g.detach()).to(torch::kFloat) * real).sum();
           const double layers = static_cast<double>(gated.size());
-          if (penalised) objective = objective + sum * (tc.gate_penalty / layers);
+          if (penalised) objective = objective + sum * (penalty / layers);
           gate_sum += sum.detach().to(torch::kFloat64).item<double>();
           gate_count += layers * static_cast<double>(b.tgt_tokens);
           for (auto* c : gated) c->kept_gates.clear();

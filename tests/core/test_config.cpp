@@ -328,6 +328,10 @@ TEST_CASE("experiment ids stay what they were when fields are added", "[core][co
         "x.toml:2:1: train.gate_penalty = 0.5 needs gated cross-attention (model.cross_attn = \"gated\" in kind "
         "hybrid or transformer); this is kind hybrid with cross_attn = \"full\"");
   CHECK(parse_experiment("[train]\ngate_penalty = 0.0\n", "b.toml").id() == "ce95fefc0ab5");
+  CHECK(parse_experiment("[train]\ngate_penalty_warmup = 0\n", "b.toml").id() == "ce95fefc0ab5");
+  CHECK(error_of("[model]\ncross_attn = \"gated\"\n[train]\ngate_penalty_warmup = 100\n") ==
+        "x.toml:4:1: train.gate_penalty_warmup = 100 ramps up train.gate_penalty, which is 0 (off)");
+  CHECK(error_of("[model]\ncross_attn = \"gated\"\n[train]\ngate_penalty = 1.0\ngate_penalty_warmup = 100\n").empty());
   // It is an evaluation setting: the training stays the same.
   ExperimentConfig open = skip;
   open.eval.gate_skip = 0;

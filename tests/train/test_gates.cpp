@@ -196,3 +196,28 @@ TEST_CASE("train.gate_penalty closes the gates of gated cross-attention", "[slow
   CHECK(train_test::tiny_config({{"model.cross_attn", "\"gated\""}, {"train.gate_penalty", "5.0"}}).training_id() !=
         train_test::tiny_config({{"model.cross_attn", "\"gated\""}}).training_id());
 }
+
+TEST_CASE("train.gate_penalty_warmup: update s trains with the share s / warmup of the penalty") {
+  TempDir tmp;
+  auto train = [&](const std::string& penalty, const std::string& warmup, int steps) {
+    const core::ExperimentConfig c = train_test::tiny_config({{"model.cross_attn", "\"gated\""},
+                                                              {"model.cross_attn_every", "1"},
+                                                              {"train.gate_penalty", penalty},
+                                                              {"train.gate_penalty_warmup", warmup},
+                                                              {"train.max_steps", std::to_string(steps)}});
+    train::RunOptions o;
+    o.exp_dir = tmp.path("exp-" + penalty + "-" + warmup + "-" + std::to_string(steps));
+    o.shared_dir = tmp.path("shared");
+    o.skip_evaluation = true;
+    const train::RunResult r = train::run_experiment(c, o);
+    INFO(r.error);
+    REQUIRE(r.state == core::RunState::completed);
+    return train_test::final_parameters(o.exp_dir);
+  };
+  // Update 1 of a warmup of 4 weighs 8 as 2: the same update as a constant 2.
+  CHECK(train_test::compare_parameters(train("8.0", "4", 1), train("2.0", "0", 1)) == "");
+  CHECK(train_test::compare_parameters(train("8.0", "4", 1), train("0.0", "0", 1)) != "");
+  // Update 2 weighs it as 4: no longer the constant 2.
+  CHECK(train_test::compare_parameters(train("8.0", "4", 2), train("2.0", "0", 2)) != "");
+  CHECK(train_test::compare_parameters(train("4.0", "0", 2), train("2.0", "0", 2)) != "");
+}

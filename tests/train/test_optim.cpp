@@ -37,6 +37,19 @@ TEST_CASE("learning-rate schedules: linear warmup then inverse sqrt, cosine or c
   CHECK(train::learning_rate(t, 4) == Approx(5e-4));
 }
 
+TEST_CASE("the gate penalty ramps up linearly over train.gate_penalty_warmup") {
+  core::TrainConfig t;
+  t.gate_penalty = 2.0;
+  CHECK(train::gate_penalty_at(t, 1) == 2.0);
+  t.gate_penalty_warmup = 100;
+  CHECK(train::gate_penalty_at(t, 1) == Approx(0.02));
+  CHECK(train::gate_penalty_at(t, 50) == Approx(1.0));
+  CHECK(train::gate_penalty_at(t, 100) == 2.0);
+  CHECK(train::gate_penalty_at(t, 5000) == 2.0);
+  t.gate_penalty = 0;
+  CHECK(train::gate_penalty_at(t, 50) == 0);
+}
+
 TEST_CASE("weight decay skips norms, biases, A_log, D and dt_bias of a hybrid model") {
   core::ExperimentConfig c = train_test::tiny_config();
   models::ModelPtr m = models::build_model(c.model, 100);

@@ -347,10 +347,13 @@ TEST_CASE("two-stage training: the first updates are a sentence-level run, and r
   CHECK(compare_parameters(final_parameters(straight), final_parameters(sent)) != "");
 }
 
-TEST_CASE("resume is exact with gated cross-attention and its gate penalty, the gate_mean series included") {
+TEST_CASE("resume is exact with gated cross-attention and its ramped-up gate penalty, the gate_mean series included") {
   TempDir tmp;
   const core::ExperimentConfig c = train_test::tiny_config(
-      {{"model.cross_attn", "\"gated\""}, {"model.cross_attn_every", "1"}, {"train.gate_penalty", "2.0"}});
+      {{"model.cross_attn", "\"gated\""},
+       {"model.cross_attn_every", "1"},
+       {"train.gate_penalty", "2.0"},
+       {"train.gate_penalty_warmup", "8"}});
   const std::string straight = tmp.path("straight"), stopped = tmp.path("stopped");
   REQUIRE(run(c, straight).state == core::RunState::completed);
   // Step 5: inside a log interval (every 2 steps), so the interval's gate sums go through the checkpoint.
