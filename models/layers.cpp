@@ -390,10 +390,13 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   return y.view({b, t, options.d_model()});
 }
 
-std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root) {
+std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root, std::vector<std::string>* names) {
   std::vector<CrossAttentionImpl*> out;
-  for (const auto& m : root.modules())
-    if (auto* cross = dynamic_cast<CrossAttentionImpl*>(m.get()); cross && cross->gate) out.push_back(cross);
+  for (const auto& item : root.named_modules("", false))
+    if (auto* cross = dynamic_cast<CrossAttentionImpl*>(item.value().get()); cross && cross->gate) {
+      out.push_back(cross);
+      if (names) names->push_back(item.key());
+    }
   return out;
 }
 

@@ -161,8 +161,10 @@ class CrossAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(CrossAttention);
 
-// The gated cross-attention modules under `root`, in module order.
-std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root);
+// The gated cross-attention modules under `root`, in module order; `names`,
+// when given, receives their module paths ("decoder.layers.3.cross").
+std::vector<CrossAttentionImpl*> gated_cross_attention(torch::nn::Module& root,
+                                                       std::vector<std::string>* names = nullptr);
 
 // Sets skip_below of every gated cross-attention module under `root`;
 // returns how many there are.

@@ -235,13 +235,11 @@ std::vector<GateValues> cross_gate_values(models::TranslationModel& model, const
                                           const data::SpecialIds& ids, int64_t max_tokens,
                                           const torch::Device& device, bool bf16) {
   std::vector<GateValues> out;
-  std::vector<models::CrossAttentionImpl*> gated;
-  for (const auto& item : model.named_modules("", false)) {
-    auto* cross = dynamic_cast<models::CrossAttentionImpl*>(item.value().get());
-    if (!cross || !cross->gate) continue;
-    gated.push_back(cross);
+  std::vector<std::string> names;
+  std::vector<models::CrossAttentionImpl*> gated = models::gated_cross_attention(model, &names);
+  for (std::string& name : names) {
     GateValues g;
-    g.layer = item.key();  // "decoder.layers.3.cross" -> "decoder.3.cross", as explain/ names layers
+    g.layer = std::move(name);  // "decoder.layers.3.cross" -> "decoder.3.cross", as explain/ names layers
     if (const size_t at = g.layer.find(".layers."); at != std::string::npos) g.layer.replace(at, 8, ".");
     out.push_back(std::move(g));
   }
