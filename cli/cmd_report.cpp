@@ -13,6 +13,7 @@
 #include "core/store.h"
 #include "results/collector.h"
 #include "results/contrastive.h"
+#include "results/entities.h"
 #include "results/segments.h"
 
 namespace mambamt::cli {
@@ -123,12 +124,48 @@ void print_contrastive(const results::ContrastiveComparison& c, const ComparedSt
   std::cout << line << earlier("%10.4f", c.p_earlier) << "\n";
 }
 
+// Entity consistency of both over the same documents, with the paired test's
+// p-value (documents resampled); "-" for a system that rendered no repeated entity.
+void print_consistency(const results::EntityConsistencyOutcomes& b, const results::EntityConsistencyOutcomes& s,
+                       const ComparedStore& base, const ComparedStore& sys) {
+  auto share = [](const results::EntityConsistencyOutcomes& o, int64_t* rendered_out = nullptr) {
+    int64_t consistent = 0, rendered = 0;
+    for (auto& c : o.cells) {
+      consistent += c.consistent;
+      rendered += c.rendered;
+    }
+    if (rendered_out) *rendered_out = rendered;
+    return rendered > 0 ? static_cast<double>(consistent) / static_cast<double>(rendered) : -1.0;
+  };
+  auto cell = [](const char* format, double v) {
+    char text[32];
+    if (v < 0) std::snprintf(text, sizeof text, "%8s", "-");
+    else std::snprintf(text, sizeof text, format, v);
+    return std::string(text);
+  };
+  int64_t rb = 0, rs = 0;
+  const double cb = share(b, &rb), cs = share(s, &rs);
+  std::cout << "entity consistency: " << b.documents.size() << " documents, the same sentences (" << rb << " and "
+            << rs << " repeated entities rendered); paired bootstrap over documents, 1000 resamples\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-10s %8s  %s\n", "", "%", "experiment");
+  std::cout << line;
+  std::cout << "baseline   " << cell("%8.1f", 100 * cb) << "  " << label_of(base) << "\n";
+  std::cout << "system     " << cell("%8.1f", 100 * cs) << "  " << label_of(sys) << "\n";
+  if (cb >= 0 && cs >= 0) {
+    std::snprintf(line, sizeof line, "%-10s %+8.1f\n", "difference", 100 * (cs - cb));
+    std::cout << line;
+  }
+  std::snprintf(line, sizeof line, "%-10s %8.4f\n", "p-value", results::paired_consistency_p(b, s));
+  std::cout << line;
+}
+
 }  // namespace
 
 Command compare_command() {
   CommandSpec spec;
   spec.name = "compare";
-  spec.summary = "paired significance test of two experiments' BLEU and chrF (and contrastive accuracy)";
+  spec.summary = "paired significance test of two experiments' BLEU and chrF (contrastive accuracy, entity consistency)";
   spec.positionals = {"BASELINE", "SYSTEM"};
   spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
   spec.description =
@@ -139,20 +176,25 @@ Command compare_command() {
       "large from chance alone (below 0.05 is the usual threshold). When both stores keep per-example\n"
       "outcomes of the same contrastive set (results/contrastive/examples), the same test of contrastive\n"
       "accuracy follows, over all examples and over those whose antecedent is in an earlier sentence\n"
-      "(a document-level model against its sentence-level twin, whose test segments differ). Exit 1 when\n"
-      "no test can run: a store has no segment statistics for the set (stores evaluated before they\n"
-      "were kept: `mambamt eval --store DIR`) or the two were scored against different references, and\n"
-      "there is no contrastive test either.";
+      "(a document-level model against its sentence-level twin, whose test segments differ). When both\n"
+      "keep per-document entity counts of the same translated sentences (results/entities/by_document),\n"
+      "entity consistency is tested too, resampling documents. Exit 1 when no test can run: a store has\n"
+      "no segment statistics for the set (stores evaluated before they were kept: `mambamt eval --store\n"
+      "DIR`) or the two were scored against different references, and there is no contrastive or entity\n"
+      "consistency test either.";
   return {spec, [](const ParsedArgs& a) {
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
             const auto cb = results::contrastive_outcomes(base.store), cs = results::contrastive_outcomes(sys.store);
             const bool contrastive = cb && cs && cb->set == cs->set && cb->correct.size() == cs->correct.size();
+            const auto eb = results::entity_consistency_outcomes(base.store),
+                       es = results::entity_consistency_outcomes(sys.store);
+            const bool entities = eb && es && eb->set == es->set && eb->documents == es->documents;
             try {
               print_bleu_chrf(base, sys, set);
             } catch (const InputError& e) {
-              // Without the contrastive test there is nothing to show: exit 1 with the reason.
-              if (!contrastive) throw;
+              // Without another test there is nothing to show: exit 1 with the reason.
+              if (!contrastive && !entities) throw;
               std::cout << "BLEU and chrF: " << e.what() << "\n";
             }
             std::cout << "\n";
@@ -164,6 +206,16 @@ Command compare_command() {
             } else {
               std::cout << "contrastive accuracy: no paired test (other contrastive sets: " << cb->set << " and "
                         << cs->set << ")\n";
+            }
+            std::cout << "\n";
+            if (entities) {
+              print_consistency(*eb, *es, base, sys);
+            } else if (!eb || !es) {
+              std::cout << "entity consistency: no paired test (" << (eb ? sys.path : base.path)
+                        << " keeps no per-document counts; mambamt eval --store DIR evaluates it again)\n";
+            } else {
+              std::cout << "entity consistency: no paired test (other text translated: " << eb->set << " and "
+                        << es->set << ")\n";
             }
             return 0;
           }};
@@ -186,8 +238,9 @@ Command collect_command() {
       "length-sensitivity and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF\n"
       "differences are tested by paired bootstrap resampling, seed by seed on the stores' segment\n"
       "statistics: each model against the Transformer, each ablation row against the axis's base\n"
-      "value; contrastive accuracy on the stores' per-example outcomes: each document-level model against\n"
-      "its sentence-level twin (the document-context table, when the sweep has such twins). Unreadable\n"
+      "value; contrastive accuracy on the stores' per-example outcomes, and entity consistency on their\n"
+      "per-document counts: each document-level model against its sentence-level twin (the\n"
+      "document-context table, when the sweep has such twins). Unreadable\n"
       "stores, and test sets scored on different texts, are reported by path.";
   return {spec, [](const ParsedArgs& a) {
             results::CollectOptions opt;

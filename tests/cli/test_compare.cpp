@@ -9,6 +9,7 @@
 
 #include "core/store.h"
 #include "results/contrastive.h"
+#include "results/entities.h"
 #include "results/segments.h"
 #include "test_util.h"
 
@@ -194,4 +195,66 @@ TEST_CASE("mambamt compare: contrastive accuracy of a document-level model again
   CHECK_THAT(same_sentence.output, Catch::Contains("(0 with the antecedent in an earlier sentence)") &&
                                        Catch::Contains("difference    -16.0          -\n") &&
                                        !Catch::Contains("nan"));
+}
+
+TEST_CASE("mambamt compare: entity consistency over the same documents, documents resampled", "[cli]") {
+  TempDir tmp;
+  const std::vector<std::string> refs = references();
+  std::vector<std::string> passages;
+  for (size_t i = 0; i + 1 < refs.size(); i += 2) passages.push_back(refs[i] + " " + refs[i + 1]);
+  const std::string sent = experiment(tmp, "aaaaaaaaaaaa", translations(2, refs), refs);
+  const std::string doc = experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages);
+  // 40 documents with two repeated entities each, both rendered: consistent on
+  // `consistent` of them.
+  auto counts = [](const std::string& dir, int consistent, int rendered, const std::string& text) {
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    core::ResultTable t;
+    t.columns = {"consistent", "rendered", "repeated"};
+    for (int d = 0; d < 40; ++d) {
+      t.rows.push_back(std::to_string(d));
+      t.values.insert(t.values.end(), {static_cast<double>(consistent), static_cast<double>(rendered), 2});
+    }
+    store.set_table("entities/by_document", t);
+    store.set_text("data.entities", text);
+    store.commit();
+  };
+  const std::string text = "test 00000000000000aa (40 documents, 80 sentences), the first 80 sentences translated";
+  counts(sent, 1, 2, text);
+  CommandResult one = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(one.code == 1);  // no test runs
+  counts(doc, 2, 2, text);
+  CommandResult r = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("BLEU and chrF: ") &&
+                           Catch::Contains("entity consistency: 40 documents, the same sentences (80 and 80 repeated "
+                                           "entities rendered)"));
+  CHECK_THAT(r.output, Catch::Contains("baseline       50.0  aaaaaaaaaaaa (model aaaaaaaaaaaa)"));
+  CHECK_THAT(r.output, Catch::Contains("system        100.0  bbbbbbbbbbbb (model bbbbbbbbbbbb)"));
+  CHECK_THAT(r.output, Catch::Contains("difference    +50.0"));
+  const double p =
+      results::paired_consistency_p(*results::entity_consistency_outcomes(core::ExperimentStore::read(sent + "/store.h5")),
+                                    *results::entity_consistency_outcomes(core::ExperimentStore::read(doc + "/store.h5")));
+  CHECK(p < 0.01);
+  char line[64];
+  std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
+  CHECK_THAT(r.output, Catch::EndsWith(line));
+  // Nothing rendered: "-", not NaN, and no difference.
+  counts(sent, 0, 0, text);
+  CommandResult none = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(none.code == 0);
+  CHECK_THAT(none.output, Catch::Contains("baseline          -  aaaaaaaaaaaa") && !Catch::Contains("nan") &&
+                              !Catch::Contains("difference"));
+  // Other sentences translated: no test, and why.
+  counts(sent, 1, 2, "test 00000000000000aa (40 documents, 80 sentences), the first 40 sentences translated");
+  CommandResult other = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(other.code == 1);
+  const std::string same = experiment(tmp, "cccccccccccc", translations(3, refs), refs);
+  CommandResult partly = run_shell(mambamt_binary() + " compare " + sent + " " + same);
+  CHECK(partly.code == 0);
+  CHECK_THAT(partly.output, Catch::Contains("entity consistency: no paired test (" + same +
+                                            "/store.h5 keeps no per-document counts"));
+  counts(same, 1, 2, text);
+  CommandResult texts = run_shell(mambamt_binary() + " compare " + sent + " " + same);
+  CHECK_THAT(texts.output, Catch::Contains("entity consistency: no paired test (other text translated: "));
 }
