@@ -1,5 +1,6 @@
 // The collector's plots, drawn with results/plot.h: quality against decoding
-// speed with the Pareto front, quality by source-length bucket per model,
+// speed with the Pareto front, quality against the cross-attention skipped
+// (gated models evaluated with eval.gate_skip), quality by source-length bucket per model,
 // validation loss against step, memory against sequence length, and one bar
 // chart per ablation axis.
 #include <algorithm>
@@ -96,6 +97,32 @@ std::vector<PlotFile> write_plots(const SweepView& view, const std::vector<Repor
       if (!s.points.empty()) plot.series.push_back(std::move(s));
     }
     write("quality_vs_speed", "Quality against decoding speed (Pareto front)", render_scatter_plot(plot));
+  }
+
+  // Quality against the share of cross-attention skipped (eval.gate_skip),
+  // every gated configuration once, when some of them skipped: an
+  // eval.gate_skip axis traces one trained model's trade-off.
+  {
+    ScatterPlot plot;
+    plot.layout.title = "BLEU against cross-attention skipped (" + view.test_set + ")";
+    plot.x_axis.label = "cross-attention skipped (% of target tokens)";
+    plot.y_axis.label = "BLEU";
+    std::vector<const PointGroup*> placed;
+    bool skipped = false;
+    for (auto& [name, groups] : plot_sets(view)) {
+      ScatterSeries s;
+      s.name = name;
+      for (auto* g : groups) {
+        const double x = group_mean(*g, "gates/skipped");
+        if (!std::isfinite(x) || std::find(placed.begin(), placed.end(), g) != placed.end()) continue;
+        placed.push_back(g);
+        skipped = skipped || x > 0;
+        s.points.push_back({100 * x, group_mean(*g, bleu), plot_label(*g)});
+      }
+      if (!s.points.empty()) plot.series.push_back(std::move(s));
+    }
+    if (skipped)
+      write("quality_vs_skipped", "Quality against cross-attention skipped (Pareto front)", render_scatter_plot(plot));
   }
 
   // Quality by source-length bucket, one line per model.

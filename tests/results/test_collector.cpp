@@ -1405,6 +1405,7 @@ TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip ski
   CHECK(cell(*gates, "base", "below_0.1").mean == Approx((12.5 + 20) / 2));
   CHECK(cell(*gates, "base", "skipped").mean == 0);
   for (const ReportColumn& c : find_table(report, "baselines").columns) CHECK(c.key != "cross_attention_skipped");
+  CHECK(!fs::exists(fs::path(o.out_dir) / "plots" / "quality_vs_skipped.svg"));
 
   // eval.gate_skip = 0.1 skipped those tokens: a column of the other tables.
   write_gates(1, {0.4, 0.2, 0.2, 100, 0.6, 0.1, 0.1, 300}, 0.1);
@@ -1418,4 +1419,11 @@ TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip ski
   CHECK(cell(base, "base", "cross_attention_skipped").mean == Approx((12.5 + 20) / 2));
   CHECK(cell(base, "transformer", "cross_attention_skipped").n == 0);
   CHECK(slurp(fs::path(o.out_dir) / "report.md").find("Gated cross-attention") != std::string::npos);
+  // BLEU against the share skipped: the gated configuration only, at its mean over the seeds.
+  const std::string plot = slurp(fs::path(o.out_dir) / "plots" / "quality_vs_skipped.svg");
+  CHECK(xml_problem(plot) == "");
+  CHECK(plot.find("BLEU against cross-attention skipped") != std::string::npos);
+  CHECK(plot.find("cross-attention skipped (% of target tokens)") != std::string::npos);
+  CHECK(plot.find("transformer") == std::string::npos);
+  CHECK(slurp(fs::path(o.out_dir) / "report.md").find("](plots/quality_vs_skipped.svg)") != std::string::npos);
 }
