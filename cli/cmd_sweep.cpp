@@ -57,6 +57,7 @@ Command sweep_command() {
   spec.options = {
       {"--dry-run", "", "list the points (id, varied keys, state, estimated cost) and exit"},
       {"--retry-failed", "", "run failed experiments again with their attempt count reset"},
+      {"--reevaluate", "", "evaluate completed experiments again whose results an older mambamt wrote"},
       {"--allow-grid-change", "", "accept a grid that differs from the run directory's frozen copy"},
       {"--simulate", "MS", "replace every experiment by a sleep of MS milliseconds (benchmarks the orchestrator)"},
   };
@@ -67,6 +68,11 @@ Command sweep_command() {
       "attempts left) resume from their newest checkpoint. On the checkpoint signal (sweep.\n"
       "checkpoint_signal, USR2 by default; TERM too) every worker checkpoints and the sweep stops;\n"
       "under Slurm the job is requeued (up to sweep.max_requeues).\n\n"
+      "--reevaluate: a mambamt whose evaluation writes more (or computes a result otherwise) than the\n"
+      "one that evaluated a completed experiment raises its evaluation version (results/evaluation/\n"
+      "version). With --reevaluate those experiments are evaluated again, the whole suite from their\n"
+      "checkpoints, spread over the ranks like training; their training and status are untouched. A\n"
+      "stopped re-evaluation starts that experiment's again on the next run with --reevaluate.\n\n"
       "exit codes: 0 every point completed; 1 error or points failed or left; 2 usage;\n"
       "            3 interrupted by the checkpoint signal (resumable).";
   return {spec, [](const ParsedArgs& a) {
@@ -74,7 +80,8 @@ Command sweep_command() {
             if (a.has("--dry-run")) {
               core::GridConfig grid = core::load_grid(file);
               orchestrator::ExpandedGrid g = orchestrator::expand_grid(grid);
-              std::cout << orchestrator::dry_run_listing(g, grid.sweep.ranks_per_experiment, a.has("--retry-failed"));
+              std::cout << orchestrator::dry_run_listing(g, grid.sweep.ranks_per_experiment, a.has("--retry-failed"),
+                                                         a.has("--reevaluate"));
               return 0;
             }
             slurm::JobEnv env = slurm::read_job_env();
@@ -96,6 +103,8 @@ Command sweep_command() {
             opt.local_rank = env.local_rank;
             opt.ranks_on_node = std::max(1, env.local_size);
             opt.runner = train::run_experiment;
+            opt.reevaluate = a.has("--reevaluate");
+            opt.evaluator = train::evaluate_experiment;
             if (a.has("--simulate")) opt.simulate_ms = static_cast<double>(a.get_int("--simulate", 0));
             orchestrator::SweepSummary s = orchestrator::run_sweep(opt);
             if (rank != 0) return 0;

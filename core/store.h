@@ -30,6 +30,16 @@ namespace mambamt::core {
 
 enum class RunState { pending, running, completed, failed, interrupted };
 
+// The version of what a whole evaluation (train::evaluate) writes into a
+// store: raised whenever the evaluation adds a result or changes how one is
+// computed. A whole suite that ran to its end records it as
+// results/evaluation/version (stores from before it have none: version 0);
+// `mambamt sweep --reevaluate` evaluates completed experiments of an older
+// version again, and the collector counts them.
+//   1  entities/by_document and data.entities; eval.max_examples counts test
+//      sentences (2026-11-27)
+inline constexpr int64_t kEvaluationVersion = 1;
+
 const char* to_string(RunState s);
 RunState run_state_from(const std::string& s);  // throws Error on an unknown name
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -232,7 +233,10 @@ PointState point_state(const RunDirectory& dir, const GridPoint& p, int64_t retr
   std::string path = dir.store_path(p.id);
   if (!fs::exists(path)) return s;
   try {
-    s.status = core::ExperimentStore::read(path).status;
+    const core::StoreSnapshot snap = core::ExperimentStore::read(path);
+    s.status = snap.status;
+    if (auto it = snap.scalars.find("evaluation/version"); it != snap.scalars.end() && std::isfinite(it->second))
+      s.evaluation_version = static_cast<int64_t>(it->second);
   } catch (const InputError& e) {
     // A store that cannot be read is never overwritten by the sweep: a person
     // has to look at it.

@@ -72,6 +72,9 @@ struct PointState {
   Need need = Need::run;
   std::optional<core::StoreStatus> status;  // absent: no store yet
   std::string unreadable;                   // the store exists but cannot be read
+  // results/evaluation/version of the store (core::kEvaluationVersion of the
+  // evaluation that wrote it; 0 when it has none).
+  int64_t evaluation_version = 0;
 };
 
 PointState point_state(const RunDirectory& dir, const GridPoint& p, int64_t retries, bool retry_failed);

@@ -87,16 +87,26 @@ struct Assignment {
   bool reset_attempts = false;
   std::string train_from;  // a completed experiment of the same training (RunOptions::train_from), or ""
   std::string config;      // canonical TOML
+  bool evaluate = false;   // a completed experiment to evaluate again (--reevaluate), not to train
 };
 
 std::string encode(const Assignment& a) {
-  return a.id + "\n" + a.name + "\n" + (a.reset_attempts ? "1" : "0") + "\n" + a.train_from + "\n" + a.config;
+  return a.id + "\n" + a.name + "\n" + (a.reset_attempts ? "1" : "0") + (a.evaluate ? "e" : "") + "\n" +
+         a.train_from + "\n" + a.config;
 }
 
 Assignment decode(const std::string& s) {
   auto parts = split(s, '\n', 5);
   if (parts.size() != 5) throw Error("malformed experiment assignment");
-  return {parts[0], parts[1], parts[2] == "1", parts[3], parts[4]};
+  const std::string& flags = parts[2];
+  return {parts[0], parts[1], !flags.empty() && flags[0] == '1', parts[3], parts[4],
+          flags.find('e') != std::string::npos};
+}
+
+// Whether a point of this state is to be evaluated again: completed, by an
+// evaluation older than this mambamt's, and --reevaluate asked for.
+bool evaluate_again(const SweepOptions& opt, const PointState& ps) {
+  return opt.reevaluate && ps.need == Need::done && ps.evaluation_version < core::kEvaluationVersion;
 }
 
 struct WorkerContext {
@@ -114,6 +124,8 @@ std::string run_assignment(const WorkerContext& ctx, const Assignment& a, bool l
     std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int64_t>(opt.simulate_ms * 1000)));
     return "completed\t0\t";
   }
+  // The leader evaluates alone; the group's other ranks wait for the next experiment.
+  if (a.evaluate && !leader) return "completed\t0\t";
   std::atomic<int64_t> step{0};
   std::atomic<bool> done{false};
   std::thread heartbeat;
@@ -132,20 +144,32 @@ std::string run_assignment(const WorkerContext& ctx, const Assignment& a, bool l
   train::RunResult r;
   try {
     core::ExperimentConfig config = core::parse_experiment(a.config, ctx.run_root + "/sweep.toml (point " + a.id + ")");
-    train::RunOptions ro;
-    ro.exp_dir = ctx.run_root + "/exp/" + a.id;
-    ro.name = a.name;
-    ro.sweep = ctx.sweep_name;
-    ro.shared_dir = ctx.run_root;
-    ro.group = ctx.group;
-    ro.local_rank = opt.local_rank;
-    ro.ranks_on_node = opt.ranks_on_node;
-    ro.job_id = opt.job_id;
-    ro.reset_attempts = a.reset_attempts;
-    ro.train_from = a.train_from;
-    ro.on_progress = [&](const train::Progress& p) { step = p.step; };
-    if (!opt.runner) throw Error("no experiment runner");
-    r = opt.runner(config, ro);
+    if (a.evaluate) {
+      // A completed experiment evaluated again: its training and status stay as they are.
+      train::EvalRequest req;
+      req.exp_dir = ctx.run_root + "/exp/" + a.id;
+      req.threads = static_cast<int>(config.train.threads);
+      req.local_rank = opt.local_rank;
+      req.ranks_on_node = opt.ranks_on_node;
+      req.should_stop = [] { return core::stop_requested(); };
+      if (!opt.evaluator) throw Error("no experiment evaluator");
+      r.state = opt.evaluator(req) ? core::RunState::completed : core::RunState::interrupted;
+    } else {
+      train::RunOptions ro;
+      ro.exp_dir = ctx.run_root + "/exp/" + a.id;
+      ro.name = a.name;
+      ro.sweep = ctx.sweep_name;
+      ro.shared_dir = ctx.run_root;
+      ro.group = ctx.group;
+      ro.local_rank = opt.local_rank;
+      ro.ranks_on_node = opt.ranks_on_node;
+      ro.job_id = opt.job_id;
+      ro.reset_attempts = a.reset_attempts;
+      ro.train_from = a.train_from;
+      ro.on_progress = [&](const train::Progress& p) { step = p.step; };
+      if (!opt.runner) throw Error("no experiment runner");
+      r = opt.runner(config, ro);
+    }
   } catch (const std::exception& e) {
     r.state = core::RunState::failed;
     r.error = e.what();
@@ -365,15 +389,18 @@ class Coordinator {
           }
           // Another job may have finished it since we looked.
           PointState ps = point_state(dir_, p, grid_.grid.sweep.retries, false);
-          if (ps.need != Need::run && !(opt_.retry_failed && retried_.count(i) == 0)) {
+          if (evaluate_again(opt_, ps)) {
+            evaluating_.insert(i);
+          } else if (ps.need != Need::run && !(opt_.retry_failed && retried_.count(i) == 0)) {
             release_claim(exp_dir, *gen);
             if (ps.need == Need::done) ++summary_.completed;
             else ++summary_.failed;
             continue;
           }
         }
-        Assignment a{p.id, p.name, opt_.retry_failed && retried_.insert(i).second, trained_twin(i),
-                     p.config->canonical()};
+        const bool again = evaluating_.count(i) > 0;
+        Assignment a{p.id, p.name, !again && opt_.retry_failed && retried_.insert(i).second,
+                     again ? "" : trained_twin(i), p.config->canonical(), again};
         double t = now();
         // Not MPI_Send: with more ranks than cores (mpi_yield_when_idle) a
         // blocking send gives up the CPU while it completes, and the next
@@ -389,7 +416,7 @@ class Coordinator {
         l.since = l.last_heartbeat = t;
         l.step = 0;
         ++summary_.ran;
-        log(progress() + " start " + describe(i) + " on rank " + std::to_string(r));
+        log(progress() + (again ? " evaluate again " : " start ") + describe(i) + " on rank " + std::to_string(r));
         if (!a.train_from.empty()) log("  " + p.id + " shares the training of " + a.train_from);
         break;
       }
@@ -409,6 +436,20 @@ class Coordinator {
     const GridPoint& p = grid_.points[i];
     std::string took = " after " + format_seconds(t - l.since);
     if (opt_.simulate_ms < 0) release_claim(dir_.exp_dir(p.id), l.claim);
+    if (evaluating_.erase(i) > 0) {
+      // A completed experiment evaluated again: it stays completed whatever happened.
+      if (state == "completed") {
+        ++summary_.completed;
+        log(progress() + " evaluated " + describe(i) + took);
+      } else if (state == "interrupted") {
+        log(progress() + " evaluation of " + describe(i) + " stopped" + took + " (--reevaluate starts it again)");
+        if (!stopping_) queue_.push_back(i);
+      } else {
+        ++summary_.failed;
+        log(progress() + " evaluation of " + describe(i) + " failed" + took + ": " + error);
+      }
+      return;
+    }
     if (state == "completed") {
       ++summary_.completed;
       log(progress() + " completed " + describe(i) + took);
@@ -447,7 +488,8 @@ class Coordinator {
                         " (at step " + std::to_string(l.step) + ")";
       log(progress() + " lost " + describe(l.point) + ": " + why);
       ++summary_.lost_ranks;
-      if (opt_.simulate_ms >= 0) continue;
+      // A store evaluated again stays completed: only its newer results are missing.
+      if (opt_.simulate_ms >= 0 || evaluating_.count(l.point) > 0) continue;
       // We hold its claim, so we may write its store. The claim is kept until
       // this job ends: the silent rank may still be alive.
       try {
@@ -501,6 +543,7 @@ class Coordinator {
   SweepSummary summary_;
   std::map<int, Leader> leaders_;
   std::set<size_t> retried_;
+  std::set<size_t> evaluating_;  // points sent to be evaluated again (--reevaluate)
   ClaimOwner me_;
   bool stopping_ = false;
   std::list<PendingSend> sends_;  // experiments sent, not yet known to be delivered
@@ -530,8 +573,10 @@ void record_invalid_point(const RunDirectory& dir, const GridPoint& p, const std
 
 }  // namespace
 
-std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment, bool retry_failed) {
+std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment, bool retry_failed,
+                            bool reevaluate) {
   std::ostringstream out;
+  int old_evaluations = 0;
   RunDirectory dir = run_directory_for(g.grid);
   bool exists = std::filesystem::exists(dir.root());
   double total = 0;
@@ -561,11 +606,19 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
     }
     std::string state = "new";
     if (!p.valid()) state = "invalid";
+    std::string old_evaluation;
     if (exists) {
       PointState ps = point_state(dir, p, g.grid.sweep.retries, retry_failed);
       if (ps.status) state = core::to_string(ps.status->state);
       if (!ps.unreadable.empty()) state = "unreadable";
       if (ps.need == Need::run && p.valid()) ++to_run;
+      if (ps.need == Need::done && ps.evaluation_version < core::kEvaluationVersion) {
+        ++old_evaluations;
+        old_evaluation = "      evaluated by an older mambamt (evaluation version " +
+                         std::to_string(ps.evaluation_version) + ", now " +
+                         std::to_string(core::kEvaluationVersion) + "): " +
+                         (reevaluate ? "evaluated again" : "--reevaluate evaluates it again") + "\n";
+      }
     } else if (p.valid()) {
       ++to_run;
     }
@@ -577,12 +630,16 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
         << (g.grid.sweep.seeds.size() > 1 ? "  seed " + std::to_string(p.seed) : "") << "\n";
     if (!p.valid()) out << "      " << p.error << "\n";
     if (!shares.empty()) out << "      trains once with " << shares << " (differs in evaluation settings only)\n";
+    out << old_evaluation;
   }
   for (auto& d : g.duplicates) out << "duplicate point, runs once: " << d << "\n";
   std::ostringstream tc;
   tc << std::setprecision(3) << total;
   out << "\n" << to_run << " of " << g.points.size() << " points to run; " << trainings << " training(s), estimated total "
       << tc.str() << " PFLOP\n";
+  if (old_evaluations > 0)
+    out << old_evaluations << " completed point(s) evaluated by an older mambamt"
+        << (reevaluate ? ": evaluated again (--reevaluate)" : ": `--reevaluate` evaluates them again") << "\n";
   return out.str();
 }
 
@@ -622,7 +679,8 @@ SweepSummary run_sweep(const SweepOptions& opt) {
           ++summary.failed;
           continue;
         }
-        if (ps.need == Need::done) ++summary.completed;
+        if (evaluate_again(opt, ps)) queue.push_back(i);
+        else if (ps.need == Need::done) ++summary.completed;
         else if (ps.need == Need::failed_final) ++summary.failed;
         else queue.push_back(i);
         if (!ps.unreadable.empty())

@@ -25,6 +25,10 @@ namespace mambamt::orchestrator {
 struct SweepOptions {
   std::string grid_file;
   bool retry_failed = false;       // failed experiments start again with attempts reset
+  // Completed experiments whose store an older evaluation wrote
+  // (results/evaluation/version below core::kEvaluationVersion) are
+  // evaluated again, on the ranks like the training, by `evaluator`.
+  bool reevaluate = false;
   bool allow_grid_change = false;  // see prepare_run_directory()
   // Ranks the launcher promised (SLURM_NTASKS, ...); 0 = unknown. A world of
   // another size is refused: an MPI started without the launcher's process
@@ -37,6 +41,9 @@ struct SweepOptions {
   // Runs one experiment on every rank of its group (train::run_experiment;
   // the CLI passes it in, tests may pass another).
   std::function<train::RunResult(const core::ExperimentConfig&, const train::RunOptions&)> runner;
+  // Evaluates one completed experiment again (train::evaluate_experiment);
+  // false when the checkpoint signal stopped it.
+  std::function<bool(const train::EvalRequest&)> evaluator;
   // >= 0: every experiment is replaced by a sleep of this many milliseconds
   // and no store is written (`mambamt bench orchestrator` measures the
   // sweep machinery with it).
@@ -69,6 +76,9 @@ SweepSummary run_sweep(const SweepOptions& options);
 
 // The points of a grid with their state in its run directory (if it exists):
 // what `--dry-run` prints.
-std::string dry_run_listing(const ExpandedGrid& grid, int64_t ranks_per_experiment, bool retry_failed);
+// With reevaluate, completed points of an older evaluation are listed as
+// evaluated again.
+std::string dry_run_listing(const ExpandedGrid& grid, int64_t ranks_per_experiment, bool retry_failed,
+                            bool reevaluate = false);
 
 }  // namespace mambamt::orchestrator

@@ -142,7 +142,9 @@ struct SweepData {
 SweepData load_sweep(const std::string& run_dir, std::ostream& log);
 
 // Point counts by state (every state name, zeros included, and "total") of the
-// grid's points, and "outside_grid": stores of points it no longer has.
+// grid's points, "outside_grid": stores of points it no longer has, and
+// "older_evaluation": completed points whose store an older evaluation wrote
+// (results/evaluation/version below core::kEvaluationVersion).
 std::map<std::string, std::int64_t> state_counts(const SweepData& sweep);
 
 struct CollectReport {

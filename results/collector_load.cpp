@@ -396,6 +396,7 @@ std::map<std::string, std::int64_t> state_counts(const SweepData& sweep) {
   for (const char* s : detail::kStates) counts[s] = 0;
   counts["total"] = 0;
   counts["outside_grid"] = 0;
+  counts["older_evaluation"] = 0;
   for (auto& p : sweep.points) {
     if (detail::outside_grid(sweep, p)) {
       ++counts["outside_grid"];
@@ -403,6 +404,11 @@ std::map<std::string, std::int64_t> state_counts(const SweepData& sweep) {
     }
     ++counts[p.state];
     ++counts["total"];
+    if (p.state == "completed" && p.store) {
+      auto v = p.store->scalars.find("evaluation/version");
+      if (v == p.store->scalars.end() || !(v->second >= static_cast<double>(core::kEvaluationVersion)))
+        ++counts["older_evaluation"];
+    }
   }
   return counts;
 }

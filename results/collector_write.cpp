@@ -53,6 +53,10 @@ std::string counts_line(const std::map<std::string, std::int64_t>& counts) {
   s += " \u00b7 total " + std::to_string(counts.at("total"));
   if (counts.at("outside_grid") > 0)
     s += " (and " + std::to_string(counts.at("outside_grid")) + " store(s) outside the grid, left out)";
+  if (counts.at("older_evaluation") > 0)
+    s += "; " + std::to_string(counts.at("older_evaluation")) +
+         " completed store(s) evaluated by an older mambamt (`mambamt sweep GRID --reevaluate` adds the newer "
+         "results)";
   return s;
 }
 
@@ -358,6 +362,10 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     md << "**Stores outside the grid:** " << counts.at("outside_grid")
        << " store(s) of points the grid no longer has (it was changed with --allow-grid-change) are left out of "
           "the counts and tables; tables/points.csv lists them with in_grid = false.\n\n";
+  if (counts.at("older_evaluation") > 0)
+    md << "**Evaluated by an older mambamt:** " << counts.at("older_evaluation")
+       << " completed store(s) lack results this version's evaluation writes (their cells are empty) or hold "
+          "results it computes otherwise; `mambamt sweep GRID --reevaluate` evaluates them again.\n\n";
   if (!sweep.problems.empty()) {
     md << "**Unreadable files (skipped):**\n\n";
     for (auto& p : sweep.problems) md << "- `" << md_cell(p) << "`\n";

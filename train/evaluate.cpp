@@ -708,6 +708,10 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       store.commit();
     }
   }
+  if (parts.whole()) {
+    store.set_scalar("evaluation/version", static_cast<double>(core::kEvaluationVersion));
+    store.commit();
+  }
   return true;
 }
 

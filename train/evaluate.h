@@ -37,7 +37,11 @@ struct EvalParts {
   bool efficiency = true;
   bool explain = true;         // occlusion and attention maps of the first short test sentences
   bool gates = true;           // gated cross-attention's gate statistics on the first test set
+  bool whole() const {
+    return test_sets && contrastive && entities && extrapolation && efficiency && explain && gates;
+  }
 };
+
 
 // Runs the suite on `model` (already holding the parameters to evaluate) and
 // records the results in `store` (committed at the end of each part). Gated

@@ -344,7 +344,7 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
   }
 }
 
-void evaluate_experiment(const EvalRequest& req) {
+bool evaluate_experiment(const EvalRequest& req) {
   const std::string store_path = (fs::path(req.exp_dir) / "store.h5").string();
   if (!fs::exists(store_path)) throw InputError(req.exp_dir + ": no experiment store (store.h5) here");
   {
@@ -355,8 +355,8 @@ void evaluate_experiment(const EvalRequest& req) {
       throw InputError(store_path + ": the experiment is running (pid " + std::to_string(s.pid) +
                        "); evaluate it when it has stopped");
   }
-  core::configure_threads(req.threads, 1);
-  LoadedExperiment exp = load_experiment(req.exp_dir, req.device, req.weights);
+  core::configure_threads(req.threads, req.ranks_on_node);
+  LoadedExperiment exp = load_experiment(req.exp_dir, req.device, req.weights, req.local_rank);
   core::log::ExperimentLog log(exp.config.id(), (fs::path(req.exp_dir) / "log.txt").string());
   spdlog::info("evaluating {} with parameters from {}", req.exp_dir, exp.weights);
 
@@ -389,8 +389,10 @@ void evaluate_experiment(const EvalRequest& req) {
   if (auto it = store.contents().scalars.find("efficiency/peak_memory_mb"); it != store.contents().scalars.end() &&
                                                                             std::isfinite(it->second))
     facts.peak_memory_mb = it->second;
-  evaluate(*exp.model, exp.config, data, exp.device, store, req.exp_dir, facts, parts);
+  const bool finished = evaluate(*exp.model, exp.config, data, exp.device, store, req.exp_dir, facts, parts,
+                                 req.should_stop);
   store.commit();
+  return finished;
 }
 
 }  // namespace mambamt::train

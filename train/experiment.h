@@ -107,12 +107,19 @@ struct EvalRequest {
   std::string device = "auto";
   int threads = 0;  // 0 = every core
   Weights weights = Weights::kDefault;  // which checkpoint(s) to evaluate
+  // Under a sweep: the node-local rank picks the GPU, and the node's ranks
+  // share its cores (RunOptions' fields of the same names).
+  int local_rank = 0;
+  int ranks_on_node = 1;
+  // Asked between the parts of the suite (the checkpoint signal).
+  std::function<bool()> should_stop;
 };
 
 // Writes the results into the experiment's store (replacing those of the same
-// names) and the hypotheses into <exp_dir>/hyp/. Throws InputError when the
-// directory has no store or no checkpoint, or its store is being written by a
-// running process.
-void evaluate_experiment(const EvalRequest& request);
+// names) and the hypotheses into <exp_dir>/hyp/. Returns false when
+// should_stop stopped it between parts. Throws InputError when the directory
+// has no store or no checkpoint, or its store is being written by a running
+// process.
+bool evaluate_experiment(const EvalRequest& request);
 
 }  // namespace mambamt::train

@@ -79,7 +79,7 @@ std::string load_weights(models::TranslationModel& model, const std::string& ckp
   return dir.path_for_step(steps.back());
 }
 
-LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& device, Weights which) {
+LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& device, Weights which, int local_rank) {
   const std::string store_path = (fs::path(exp_dir) / "store.h5").string();
   if (!fs::exists(store_path)) throw InputError(exp_dir + ": no experiment store (store.h5) here");
   core::StoreSnapshot snap = core::ExperimentStore::read(store_path);
@@ -103,7 +103,7 @@ LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& 
   out.tokenizer = data::Tokenizer::load(tok_dir);
   out.model = build_for_checkpoint(out.config, out.tokenizer->vocab_size(), ckpt);
   out.weights = load_weights(*out.model, dir.dir(), which, out.config.eval.average_last);
-  out.device = core::select_device(device == "auto" ? out.config.train.device : device);
+  out.device = core::select_device(device == "auto" ? out.config.train.device : device, local_rank);
   out.model->to(out.device);
   out.model->eval();
   models::set_gate_skip(*out.model, out.config.eval.gate_skip);

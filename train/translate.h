@@ -45,9 +45,10 @@ std::string load_weights(models::TranslationModel& model, const std::string& ckp
                          int64_t average_last);
 
 // Reads <exp_dir>/store.h5 and its checkpoints. Throws InputError naming the
-// directory when there is no store or no checkpoint.
+// directory when there is no store or no checkpoint. `local_rank` picks the
+// GPU among several (core::select_device).
 LoadedExperiment load_experiment(const std::string& exp_dir, const std::string& device = "auto",
-                                 Weights which = Weights::kDefault);
+                                 Weights which = Weights::kDefault, int local_rank = 0);
 
 // Translates lines (one sentence or passage each; sentences of a passage may
 // be separated by " <sep> " to mark document structure) with the experiment's

@@ -376,3 +376,71 @@ TEST_CASE("a rank group of 2 trains one experiment data-parallel like 1 rank wit
   REQUIRE(l1.size() == l2.size());
   for (size_t i = 0; i < l1.size(); ++i) CHECK(l1[i].value == Approx(l2[i].value).epsilon(1e-4));
 }
+
+TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older evaluation again, nothing else",
+          "[orchestrator][mpi]") {
+  Sweep s("[grid]\nmodel.d_state = [4, 8, 16]\n", "seeds = [1]\nretries = 0\n", 6, 3);
+  auto first = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(first.output.substr(first.output.size() > 4000 ? first.output.size() - 4000 : 0));
+  REQUIRE(first.code == 0);
+  auto before = stores(s.run_dir);
+  REQUIRE(before.size() == 3);
+  for (auto& [id, st] : before) CHECK(st.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  // Two stores as an older mambamt left them: an older evaluation version, and
+  // a BLEU that is not what this evaluation computes.
+  std::vector<std::string> old_ids;
+  for (auto& [id, st] : before)
+    if (old_ids.size() < 2) old_ids.push_back(id);
+  std::string current;
+  for (auto& [id, st] : before)
+    if (id != old_ids[0] && id != old_ids[1]) current = id;
+  for (const std::string& id : old_ids) {
+    core::ExperimentStore store = core::ExperimentStore::open(s.run_dir + "/exp/" + id + "/store.h5");
+    store.set_scalar("evaluation/version", 0);
+    store.set_scalar("test/bleu", -1);
+    store.commit();
+  }
+  const FileId untouched = file_id(s.run_dir + "/exp/" + current + "/store.h5");
+
+  auto dry = run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run");
+  CHECK_THAT(dry.output, Catch::Contains("0 of 3 points to run") &&
+                             Catch::Contains("2 completed point(s) evaluated by an older mambamt: `--reevaluate` "
+                                             "evaluates them again"));
+  auto collected = run_shell(mambamt_binary() + " collect " + s.run_dir + " --out " + s.tmp.path("results"));
+  CHECK_THAT(collected.output, Catch::Contains("2 completed store(s) evaluated by an older mambamt"));
+  // Without --reevaluate nothing runs.
+  auto plain = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  CHECK(plain.code == 0);
+  CHECK(plain.output.find(" start ") == std::string::npos);
+  CHECK(plain.output.find(" evaluate again ") == std::string::npos);
+  for (const std::string& id : old_ids)
+    CHECK(core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5").scalars.at("test/bleu") == -1);
+
+  auto again = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path + " --reevaluate");
+  INFO(again.output.substr(again.output.size() > 6000 ? again.output.size() - 6000 : 0));
+  REQUIRE(again.code == 0);
+  auto after = stores(s.run_dir);
+  for (const std::string& id : old_ids) {
+    INFO(id);
+    CHECK(again.output.find("evaluate again " + id) != std::string::npos);
+    CHECK(again.output.find("evaluated " + id) != std::string::npos);
+    const core::StoreSnapshot &was = before.at(id), &now = after.at(id);
+    // The same checkpoints evaluated the same way: the first evaluation's BLEU.
+    CHECK(now.scalars.at("test/bleu") == was.scalars.at("test/bleu"));
+    CHECK(now.scalars.at("evaluation/version") == core::kEvaluationVersion);
+    // Its training and status are as they were.
+    CHECK(now.status.state == core::RunState::completed);
+    CHECK(now.status.attempts == was.status.attempts);
+    CHECK(now.status.step == was.status.step);
+    CHECK(now.status.finished == was.status.finished);
+    CHECK(now.metrics.at("train_loss").size() == was.metrics.at("train_loss").size());
+  }
+  CHECK(again.output.find(" start ") == std::string::npos);
+  CHECK(again.output.find(current) == std::string::npos);
+  const FileId still = file_id(s.run_dir + "/exp/" + current + "/store.h5");
+  CHECK(still.inode == untouched.inode);
+  CHECK(still.mtime.tv_nsec == untouched.mtime.tv_nsec);
+  // Nothing is left to evaluate again.
+  auto done = run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run --reevaluate");
+  CHECK(done.output.find("evaluated by an older mambamt") == std::string::npos);
+}
