@@ -82,6 +82,7 @@ std::string status_report(const std::string& run_dir) {
   int done_n = 0;
   double remaining_work = 0;  // seconds of running experiments still to go
   int pending = 0, running = 0;
+  int older_evaluation = 0;  // completed, by an evaluation older than this mambamt's
   rows << std::left << std::setw(14) << "id" << std::setw(12) << "state" << std::right << std::setw(15) << "step"
        << "  " << std::left << std::setw(18) << "validation" << std::setw(9) << "attempts" << std::setw(16) << "host"
        << "point\n";
@@ -107,6 +108,11 @@ std::string status_report(const std::string& run_dir) {
           double elapsed = now - st.started;
           if (st.step > 0 && st.total_steps > st.step) remaining_work += elapsed / st.step * (st.total_steps - st.step);
           ++running;
+        }
+        if (st.state == core::RunState::completed) {
+          auto v = s.scalars.find("evaluation/version");
+          if (v == s.scalars.end() || !(v->second >= static_cast<double>(core::kEvaluationVersion)))
+            ++older_evaluation;
         }
         if (st.state == core::RunState::completed && st.finished > st.started && st.started > 0) {
           done_seconds += st.finished - st.started;
@@ -136,6 +142,10 @@ std::string status_report(const std::string& run_dir) {
   out << "\n" << ids.size() << " experiments:";
   for (auto& [state, n] : counts) out << " " << n << " " << state;
   out << "\n";
+  if (older_evaluation > 0)
+    out << older_evaluation
+        << " completed experiment(s) evaluated by an older mambamt: `mambamt sweep GRID --reevaluate` evaluates "
+           "them again\n";
   if (pending + running > 0) {
     double mean = done_n ? done_seconds / done_n : NAN;
     double lanes = std::max(1, running);

@@ -406,6 +406,8 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   CHECK_THAT(dry.output, Catch::Contains("0 of 3 points to run") &&
                              Catch::Contains("2 completed point(s) evaluated by an older mambamt: `--reevaluate` "
                                              "evaluates them again"));
+  CHECK_THAT(run_shell(mambamt_binary() + " status " + s.run_dir).output,
+             Catch::Contains("2 completed experiment(s) evaluated by an older mambamt"));
   auto collected = run_shell(mambamt_binary() + " collect " + s.run_dir + " --out " + s.tmp.path("results"));
   CHECK_THAT(collected.output, Catch::Contains("2 completed store(s) evaluated by an older mambamt"));
   // Without --reevaluate nothing runs.
@@ -443,4 +445,5 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   // Nothing is left to evaluate again.
   auto done = run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run --reevaluate");
   CHECK(done.output.find("evaluated by an older mambamt") == std::string::npos);
+  CHECK(run_shell(mambamt_binary() + " status " + s.run_dir).output.find("older mambamt") == std::string::npos);
 }
