@@ -7,6 +7,7 @@
 
 #include "model_helpers.h"
 #include "models/graph.h"
+#include "models/layers.h"
 #include "models/search.h"
 
 using namespace mambamt;
@@ -211,6 +212,60 @@ TEST_CASE("on a GPU searches replayed from CUDA graphs find the usual hypotheses
           g.cuda_graphs = true;
           check_same_translations(*m, batch.src, batch.src_mask, o, g, with_prefixes ? prefixes : Prefixes{}, 1e-4);
         }
+    }
+  }
+}
+
+// Gated cross-attention skipping (eval.gate_skip) on a GPU masks the gate
+// instead of reading it on the host, so CUDA graphs can record it: teacher
+// forcing gives the CPU's skipping logits, and step-by-step decoding, usual
+// and replayed from CUDA graphs, gives those.
+TEST_CASE("on a GPU gated cross-attention skips as on the CPU, in steps replayed from CUDA graphs too",
+          "[models][gates][cuda]") {
+  if (!have_gpu()) return;
+  REQUIRE(StepGraphs::available());
+  const TestBatch cpu_batch = make_batch({5, 3, 7}, {6, 9, 2});
+  const TestBatch batch = to_gpu(cpu_batch);
+  for (const char* kind : {"hybrid", "transformer"}) {
+    SECTION(kind) {
+      const core::ModelConfig config = tiny_config(kind, "cross_attn = \"gated\"\ncross_attn_every = 1\n");
+      ModelPtr cpu = tiny_model(config), gpu = tiny_model(config);  // the same seed: the same weights
+      {
+        // Gates spread over (0, 1) instead of all near 0.5, the same on both.
+        torch::NoGradGuard no_grad;
+        const auto on_cpu = gated_cross_attention(*cpu), on_gpu = gated_cross_attention(*gpu);
+        REQUIRE(on_cpu.size() == on_gpu.size());
+        for (size_t i = 0; i < on_cpu.size(); ++i) {
+          on_cpu[i]->gate->weight.normal_(0.0, 0.5);
+          on_gpu[i]->gate->weight.copy_(on_cpu[i]->gate->weight);
+        }
+      }
+      cpu->eval();
+      gpu->eval();
+      gpu->to(torch::kCUDA);
+      torch::NoGradGuard no_grad;
+      const torch::Tensor real = cpu_batch.tgt_mask;
+      const torch::Tensor open = cpu->forward(cpu_batch.src, cpu_batch.src_mask, cpu_batch.tgt_in, cpu_batch.tgt_mask);
+      set_gate_skip(*cpu, 0.5);
+      set_gate_skip(*gpu, 0.5);
+      const torch::Tensor forced = cpu->forward(cpu_batch.src, cpu_batch.src_mask, cpu_batch.tgt_in, cpu_batch.tgt_mask);
+      REQUIRE(rel_err(forced.index({real}), open.index({real})) > 1e-3);  // skipping changed something
+      const torch::Tensor forced_gpu = gpu->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
+      CHECK(rel_err(forced_gpu.cpu().index({real}), forced.index({real})) <= 1e-4);
+      InferenceState usual = gpu->start(batch.src, batch.src_mask, /*reserve=*/16);
+      InferenceState graphed = gpu->start(batch.src, batch.src_mask, /*reserve=*/16);
+      StepGraphs graphs(*gpu, graphed);
+      double worst_usual = 0, worst_graphed = 0;
+      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+        const torch::Tensor tokens = batch.tgt_in.select(1, t);
+        const torch::Tensor at = real.select(1, t);
+        const torch::Tensor want = forced.select(1, t).index({at});
+        worst_usual = std::max(worst_usual, rel_err(gpu->step(usual, tokens).cpu().index({at}), want));
+        worst_graphed = std::max(worst_graphed, rel_err(graphs.step(tokens).cpu().index({at}), want));
+      }
+      CHECK(worst_usual <= 1e-4);
+      CHECK(worst_graphed <= 1e-4);
+      CHECK(graphs.recordings() >= 1);
     }
   }
 }
