@@ -158,6 +158,37 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
   return {largest_p(bleu), largest_p(chrf)};
 }
 
+// Paired bootstrap p-value of entity consistency (documents resampled) of
+// `system` against `baseline`, seed by seed where both translated the same
+// sentences; the largest p over the seed pairs.
+ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
+  auto outcomes = [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
+    if (!p.store || p.state != "completed") return std::nullopt;
+    return entity_consistency_outcomes(*p.store);
+  };
+  std::vector<double> ps;
+  for (const SweepPoint* p : system.points) {
+    const std::optional<EntityConsistencyOutcomes> sys = outcomes(*p);
+    if (!sys) continue;
+    for (const SweepPoint* q : baseline.points) {
+      if (q->seed != p->seed) continue;
+      const std::optional<EntityConsistencyOutcomes> base = outcomes(*q);
+      if (base && base->set == sys->set && base->documents == sys->documents)
+        ps.push_back(paired_consistency_p(*base, *sys));
+      break;
+    }
+  }
+  return largest_p(ps);
+}
+
+// Whether some store of the grid keeps per-document entity counts (the paired
+// test of entity consistency needs them; stores since 2026-11-27).
+bool any_consistency_counts(const SweepData& sweep) {
+  return std::any_of(sweep.points.begin(), sweep.points.end(), [&sweep](const SweepPoint& p) {
+    return p.store && !detail::outside_grid(sweep, p) && p.store->tables.count("entities/by_document") > 0;
+  });
+}
+
 ReportTable ablation_table(const SweepView& view, size_t k) {
   const SweepData& sweep = *view.sweep;
   const SweepAxis& axis = sweep.axes[k];
@@ -180,12 +211,19 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
               "; mean \u00b1 std over seeds (n)" +
               (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
                             axis.key + " = " + target_label +
-                            " of the same seed on the same segments, the largest p over the seeds (n)"
+                            " of the same seed on the same segments" +
+                            (any_consistency_counts(sweep)
+                                 ? ", and of entity consistency (documents resampled) where both translated the "
+                                   "same sentences"
+                                 : "") +
+                            ", the largest p over the seeds (n)"
                       : std::string());
   t.row_title = axis.key;
   auto defs = metric_defs(sweep, view.test_set, false);
   // The p-values follow the metric they test.
-  std::vector<int> metric_of;  // per column: index into defs, or -1 (BLEU p), -2 (chrF p)
+  // per column: index into defs, or -1 (BLEU p), -2 (chrF p), -3 (entity consistency p)
+  std::vector<int> metric_of;
+  const bool consistency_test = target && any_consistency_counts(sweep);
   for (size_t m = 0; m < defs.size(); ++m) {
     t.columns.push_back(column_of(defs[m]));
     metric_of.push_back(static_cast<int>(m));
@@ -195,15 +233,25 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
                                       std::string(bleu ? "BLEU" : "chrF") + " p vs " + target_label, 3, Better::kNone));
       metric_of.push_back(bleu ? -1 : -2);
     }
+    if (consistency_test && defs[m].key == "entity_consistency") {
+      t.columns.push_back(
+          make_column("entity_consistency_p_vs_base", "Consistency p vs " + target_label, 3, Better::kNone));
+      metric_of.push_back(-3);
+    }
   }
   for (auto& [value, g] : rows) {
     ReportRow full = metric_row(sweep, g, value, detail::display_value(axis.key, value), defs);
     std::pair<ReportCell, ReportCell> p;
+    ReportCell consistency_p;
     if (g && target && g != target) p = significance_cells(*g, *target, view.test_set);
+    if (g && consistency_test && g != target) consistency_p = consistency_significance(*g, *target);
     ReportRow row = full;
     row.cells.clear();
     for (int m : metric_of)
-      row.cells.push_back(m >= 0 ? full.cells[static_cast<size_t>(m)] : (m == -1 ? p.first : p.second));
+      row.cells.push_back(m >= 0    ? full.cells[static_cast<size_t>(m)]
+                          : m == -1 ? p.first
+                          : m == -2 ? p.second
+                                    : consistency_p);
     t.rows.push_back(std::move(row));
   }
   mark_best(t);
@@ -219,7 +267,12 @@ ReportTable baseline_table(const SweepView& view) {
                   ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
                         "; mean \u00b1 std over seeds (n); p: paired bootstrap resampling (sacreBLEU's test, 1000 "
                         "resamples) of BLEU and chrF against " + view.reference->label +
-                        " of the same seed on the same segments, the largest p over the seeds (n)"
+                        " of the same seed on the same segments" +
+                        (any_consistency_counts(sweep)
+                             ? ", and of entity consistency (documents resampled) where both translated the same "
+                               "sentences"
+                             : "") +
+                        ", the largest p over the seeds (n)"
                   : "No Transformer variant in this sweep: no relative speed, memory or significance; test set " +
                         view.test_set;
   t.row_title = "model";
@@ -233,6 +286,8 @@ ReportTable baseline_table(const SweepView& view) {
   std::vector<Rel> rels = {
       {"bleu", make_column("bleu_p_vs_reference", "BLEU p vs Transformer", 3, Better::kNone)},
       {"chrf", make_column("chrf_p_vs_reference", "chrF p vs Transformer", 3, Better::kNone)},
+      {"entity_consistency",
+       make_column("entity_consistency_p_vs_reference", "Consistency p vs Transformer", 3, Better::kNone)},
       {"decode_tokens_per_s", make_column("decode_speed_vs_reference_pct", "Decode speed vs Transformer", 1, Better::kNone, true)},
       {"train_tokens_per_s", make_column("train_speed_vs_reference_pct", "Train speed vs Transformer", 1, Better::kNone, true)},
       {"peak_memory_mb", make_column("memory_vs_reference_pct", "Memory vs Transformer", 1, Better::kNone, true)},
@@ -244,7 +299,8 @@ ReportTable baseline_table(const SweepView& view) {
     source_of.push_back(static_cast<int>(i));
     rel_of.push_back(-1);
     for (auto& r : rels)
-      if (r.of == defs[i].key) {
+      if (r.of == defs[i].key &&
+          (r.of != "entity_consistency" || (view.reference && any_consistency_counts(sweep)))) {
         t.columns.push_back(r.column);
         source_of.push_back(-1);
         rel_of.push_back(static_cast<int>(i));
@@ -270,6 +326,11 @@ ReportTable baseline_table(const SweepView& view) {
       }
       if (t.columns[c].key == "bleu_p_vs_reference" || t.columns[c].key == "chrf_p_vs_reference") {
         row.cells.push_back(t.columns[c].key == "bleu_p_vs_reference" ? p.first : p.second);
+        continue;
+      }
+      if (t.columns[c].key == "entity_consistency_p_vs_reference") {
+        row.cells.push_back(view.reference && view.reference != g ? consistency_significance(*g, *view.reference)
+                                                                  : ReportCell{});
         continue;
       }
       ReportCell rel;
@@ -377,29 +438,6 @@ std::pair<ReportCell, ReportCell> contrastive_significance(const PointGroup& sys
     }
   }
   return {largest_p(all), largest_p(earlier)};
-}
-
-// Paired bootstrap p-value of entity consistency (documents resampled) of
-// `system` against `baseline`, seed by seed where both translated the same
-// sentences; the largest p over the seed pairs.
-ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
-  auto outcomes = [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
-    if (!p.store || p.state != "completed") return std::nullopt;
-    return entity_consistency_outcomes(*p.store);
-  };
-  std::vector<double> ps;
-  for (const SweepPoint* p : system.points) {
-    const std::optional<EntityConsistencyOutcomes> sys = outcomes(*p);
-    if (!sys) continue;
-    for (const SweepPoint* q : baseline.points) {
-      if (q->seed != p->seed) continue;
-      const std::optional<EntityConsistencyOutcomes> base = outcomes(*q);
-      if (base && base->set == sys->set && base->documents == sys->documents)
-        ps.push_back(paired_consistency_p(*base, *sys));
-      break;
-    }
-  }
-  return largest_p(ps);
 }
 
 // Document context against its absence: every document-level configuration of

@@ -1427,3 +1427,61 @@ TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip ski
   CHECK(plot.find("transformer") == std::string::npos);
   CHECK(slurp(fs::path(o.out_dir) / "report.md").find("](plots/quality_vs_skipped.svg)") != std::string::npos);
 }
+
+TEST_CASE("collector: entity consistency tested against the Transformer and against an axis's base value",
+          "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  auto store_of = [&](const std::string& variant, std::vector<std::string> axis_values, int64_t seed) {
+    for (const Point& p : f.points)
+      if (p.variant == variant && (!variant.empty() || p.axis_values == axis_values) && p.seed == seed)
+        return (f.run / "exp" / p.id / "store.h5").string();
+    FAIL("no such point");
+    return std::string();
+  };
+  // 40 documents with two repeated entities each, both rendered, `consistent`
+  // of them consistent (one fewer in the first `fewer` documents).
+  auto counts = [&](const std::string& path, int consistent, const std::string& text, int fewer = 0) {
+    core::ExperimentStore store = core::ExperimentStore::open(path);
+    std::vector<std::string> rows;
+    std::vector<double> values;
+    for (int d = 0; d < 40; ++d) {
+      rows.push_back(std::to_string(d));
+      values.insert(values.end(), {static_cast<double>(consistent - (d < fewer ? 1 : 0)), 2, 2});
+    }
+    store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
+    store.set_text("data.entities", text);
+    store.commit();
+  };
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "none").string();
+  std::ostringstream log;
+  // No store keeps the counts: no such columns.
+  CollectReport report = collect(o, log);
+  for (const ReportColumn& c : find_table(report, "baselines").columns)
+    CHECK(c.key != "entity_consistency_p_vs_reference");
+
+  const std::string text = "test 00000000000000cc (40 documents, 160 sentences), the first 160 sentences translated";
+  for (int64_t seed : {1, 2}) {
+    counts(store_of("", {"0.125", "64"}, seed), 2, text);  // the base hybrid: always consistent
+    counts(store_of("transformer", {}, seed), 1, text);    // the Transformer: half the time
+  }
+  counts(store_of("", {"0.125", "32"}, 1), 2, text, 1);    // d_state 32: one entity less than the base
+  o.out_dir = (dir.path() / "counts").string();
+  report = collect(o, log);
+  const ReportTable& base = find_table(report, "baselines");
+  CHECK(cell(base, "base", "entity_consistency_p_vs_reference").mean < 0.01);
+  CHECK(cell(base, "base", "entity_consistency_p_vs_reference").n == 2);
+  CHECK(cell(base, "transformer", "entity_consistency_p_vs_reference").n == 0);
+  CHECK(cell(base, "mamba", "entity_consistency_p_vs_reference").n == 0);  // no counts
+  const ReportTable& d_state = find_table(report, "ablation_model.d_state");
+  CHECK(cell(d_state, "32", "entity_consistency_p_vs_base").n == 1);
+  CHECK(cell(d_state, "32", "entity_consistency_p_vs_base").mean > 0.05);
+  CHECK(cell(d_state, "64", "entity_consistency_p_vs_base").n == 0);
+  CHECK_THAT(d_state.caption, Catch::Contains("and of entity consistency (documents resampled)"));
+  // The p column follows its metric.
+  for (const ReportTable* t : {&base, &d_state})
+    for (size_t c = 0; c + 1 < t->columns.size(); ++c)
+      if (t->columns[c + 1].key.rfind("entity_consistency_p", 0) == 0) CHECK(t->columns[c].key == "entity_consistency");
+}
