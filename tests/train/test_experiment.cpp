@@ -412,12 +412,21 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     auto pair = [](const std::string& l) { return l.substr(0, l.find('\t', l.find('\t') + 1)); };
     write_text(tmp.path("extra.tsv"), pair(l1) + "\n\n" + pair(l2) + "\n");
   }
+  // The training's evaluation recorded its version; an extra set alone is not
+  // the whole suite, so it leaves the version (made older here) as it was.
+  CHECK(core::ExperimentStore::read(dir + "/store.h5").scalars.at("evaluation/version") == core::kEvaluationVersion);
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    store.set_scalar("evaluation/version", 0);
+    store.commit();
+  }
   CommandResult e = run_shell(mambamt_binary() + " eval --store " + dir + " --test " + tmp.path("extra.tsv"));
   INFO(e.output);
   CHECK(e.code == 0);
   auto s2 = core::ExperimentStore::read(dir + "/store.h5");
   CHECK(s2.scalars.count("extra/bleu"));
   CHECK(s2.scalars.count("test/bleu"));
+  CHECK(s2.scalars.at("evaluation/version") == 0);
   CHECK(count_lines(dir + "/hyp/extra.txt") == 2);
   write_text(tmp.path("in.txt"), "ta ul pa\n\nen ta\n");
   // stdout only: run_shell adds 2>&1 after the command, so the log lines go away inside a subshell.
