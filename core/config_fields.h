@@ -149,7 +149,7 @@
   X(checkpoint_signal, std::string, "USR2", one_of({"USR1", "USR2", "TERM", "INT", "HUP"}), "Signal that makes every worker checkpoint and exit (NCCL can swallow USR1).") \
   X(max_requeues, int64_t, 5, range(0, 1000), "Cap on Slurm requeues of the sweep job.") \
   X(order, std::string, "cost", one_of({"cost", "grid"}), "Dispatch order: cost (most expensive first) or grid order.") \
-  X(share_training, bool, true, any(), "Points that differ only in [eval] fields training does not read (beam_size, length_penalty, nbest, ...: see ExperimentConfig::training_id) train once: the others wait while it trains, then evaluate its checkpoints (hard-linked into their own ckpt/) with its training metrics copied into their stores.") \
+  X(share_training, bool, true, any(), "Points that differ only in [eval] fields training does not read (beam_size, length_penalty, nbest, ...: see ExperimentConfig::training_id) train once: the others wait while it trains (in this job or another working on the same run directory), then evaluate its checkpoints (hard-linked into their own ckpt/) with its training metrics copied into their stores.") \
   X(design, std::string, "cartesian", one_of({"cartesian", "one_factor"}), \
     "How [grid] axes combine: cartesian (every combination) or one_factor (each axis varied alone, the others at the base's value: the ablation-table design).")
 // clang-format on

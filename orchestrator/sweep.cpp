@@ -334,7 +334,10 @@ class Coordinator {
     return n;
   }
 
-  // Whether a leader is running a point of the same training as point i.
+  // Whether a point of the same training as point i is being trained: by a
+  // leader of this job, or by another job working on the same run directory
+  // (its live claim, the twin not completed yet; looked up at most once a
+  // second per point).
   bool twin_in_training(size_t i) {
     if (training_ids_[i].empty()) return false;
     for (auto& [r, l] : leaders_)
@@ -343,7 +346,28 @@ class Coordinator {
           log("wait " + describe(i) + ": it shares the training of " + describe(l.point) + ", running");
         return true;
       }
-    return false;
+    if (opt_.simulate_ms >= 0) return false;
+    Elsewhere& e = elsewhere_[i];
+    const double t = now();
+    if (t - e.checked >= 1.0) {
+      e.checked = t;
+      e.twin.reset();
+      const auto& sw = grid_.grid.sweep;
+      for (size_t j = 0; j < grid_.points.size() && !e.twin; ++j) {
+        if (j == i || training_ids_[j] != training_ids_[i]) continue;
+        const std::optional<ClaimInfo> claim = current_claim(dir_.exp_dir(grid_.points[j].id));
+        if (!claim || claim_is_stale(*claim, me_, sw.heartbeat_timeout)) continue;
+        if (claim->owner.host == me_.host && claim->owner.pid == me_.pid) continue;  // ours: see the leaders
+        if (point_state(dir_, grid_.points[j], sw.retries, false).need == Need::done) continue;
+        e.twin = j;
+      }
+      // Only a point still to train waits; one to evaluate again does not.
+      if (e.twin && point_state(dir_, grid_.points[i], sw.retries, false).need != Need::run) e.twin.reset();
+    }
+    if (!e.twin) return false;
+    if (waiting_.insert(i).second)
+      log("wait " + describe(i) + ": it shares the training of " + describe(*e.twin) + ", running in another job");
+    return true;
   }
 
   // The directory of a completed point of the same training as point i, or "".
@@ -544,6 +568,11 @@ class Coordinator {
   std::map<int, Leader> leaders_;
   std::set<size_t> retried_;
   std::set<size_t> evaluating_;  // points sent to be evaluated again (--reevaluate)
+  struct Elsewhere {
+    double checked = -1e18;
+    std::optional<size_t> twin;  // a twin another job is training
+  };
+  std::map<size_t, Elsewhere> elsewhere_;  // per waiting point, the last look at the other jobs
   ClaimOwner me_;
   bool stopping_ = false;
   std::list<PendingSend> sends_;  // experiments sent, not yet known to be delivered

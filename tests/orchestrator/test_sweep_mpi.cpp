@@ -447,3 +447,30 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   CHECK(done.output.find("evaluated by an older mambamt") == std::string::npos);
   CHECK(run_shell(mambamt_binary() + " status " + s.run_dir).output.find("older mambamt") == std::string::npos);
 }
+
+TEST_CASE("a point whose twin another job is training waits for it, then shares its training", "[orchestrator][mpi]") {
+  Sweep s("[grid]\neval.beam_size = [1, 2]\n", "seeds = [1]\nretries = 0\n", 300, 10);
+  // Job A trains one of the two (the other waits in A too); job B starts while it does.
+  pid_t a = spawn(mpirun(1) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("a.log"));
+  const std::string training = wait_for_checkpoint(s.run_dir, 120, 60);
+  REQUIRE(!training.empty());
+  auto b = run_shell(mpirun(1) + mambamt_binary() + " sweep " + s.grid_path);
+  const int a_code = wait_exit(a, 300);
+  const std::string a_log = read_text(s.tmp.path("a.log"));
+  INFO("job A:\n" << a_log.substr(a_log.size() > 4000 ? a_log.size() - 4000 : 0));
+  INFO("job B:\n" << b.output.substr(b.output.size() > 4000 ? b.output.size() - 4000 : 0));
+  CHECK(a_code == 0);
+  CHECK_THAT(b.output, Catch::Contains("shares the training of " + training) &&
+                           Catch::Contains("running in another job"));
+  // One training: the other point evaluated the trained checkpoints.
+  auto all = stores(s.run_dir);
+  REQUIRE(all.size() == 2);
+  for (auto& [id, st] : all) {
+    INFO(id);
+    CHECK(st.status.state == core::RunState::completed);
+    if (id == training)
+      CHECK(st.texts.count("training") == 0);
+    else
+      CHECK_THAT(st.texts.at("training"), Catch::StartsWith("shared with experiment " + training));
+  }
+}
