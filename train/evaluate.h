@@ -42,7 +42,6 @@ struct EvalParts {
   }
 };
 
-
 // Runs the suite on `model` (already holding the parameters to evaluate) and
 // records the results in `store` (committed at the end of each part). Gated
 // cross-attention skips below eval.gate_skip throughout, and by what it did
