@@ -99,6 +99,15 @@ void read_results(const h5::Group& g, const std::string& prefix, StoreSnapshot& 
 
 }  // namespace
 
+int64_t evaluation_version(const StoreSnapshot& store) {
+  auto it = store.scalars.find("evaluation/version");
+  return it != store.scalars.end() && std::isfinite(it->second) ? static_cast<int64_t>(it->second) : 0;
+}
+
+bool evaluated_by_older_version(const StoreSnapshot& store) {
+  return store.status.state == RunState::completed && evaluation_version(store) < kEvaluationVersion;
+}
+
 const char* to_string(RunState s) {
   switch (s) {
     case RunState::pending: return "pending";

@@ -87,6 +87,14 @@ struct StoreSnapshot {
   std::map<std::string, std::string> system;
 };
 
+// results/evaluation/version of a store (kEvaluationVersion of the evaluation
+// that wrote its results); 0 when it has none.
+int64_t evaluation_version(const StoreSnapshot& store);
+
+// A completed store whose results an older evaluation than this one wrote
+// (`mambamt sweep --reevaluate` evaluates it again).
+bool evaluated_by_older_version(const StoreSnapshot& store);
+
 // Identity written once at creation.
 struct StoreIdentity {
   std::string experiment_id;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -235,8 +234,7 @@ PointState point_state(const RunDirectory& dir, const GridPoint& p, int64_t retr
   try {
     const core::StoreSnapshot snap = core::ExperimentStore::read(path);
     s.status = snap.status;
-    if (auto it = snap.scalars.find("evaluation/version"); it != snap.scalars.end() && std::isfinite(it->second))
-      s.evaluation_version = static_cast<int64_t>(it->second);
+    s.evaluation_version = core::evaluation_version(snap);
   } catch (const InputError& e) {
     // A store that cannot be read is never overwritten by the sweep: a person
     // has to look at it.

@@ -109,11 +109,7 @@ std::string status_report(const std::string& run_dir) {
           if (st.step > 0 && st.total_steps > st.step) remaining_work += elapsed / st.step * (st.total_steps - st.step);
           ++running;
         }
-        if (st.state == core::RunState::completed) {
-          auto v = s.scalars.find("evaluation/version");
-          if (v == s.scalars.end() || !(v->second >= static_cast<double>(core::kEvaluationVersion)))
-            ++older_evaluation;
-        }
+        if (core::evaluated_by_older_version(s)) ++older_evaluation;
         if (st.state == core::RunState::completed && st.finished > st.started && st.started > 0) {
           done_seconds += st.finished - st.started;
           ++done_n;

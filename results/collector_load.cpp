@@ -404,11 +404,7 @@ std::map<std::string, std::int64_t> state_counts(const SweepData& sweep) {
     }
     ++counts[p.state];
     ++counts["total"];
-    if (p.state == "completed" && p.store) {
-      auto v = p.store->scalars.find("evaluation/version");
-      if (v == p.store->scalars.end() || !(v->second >= static_cast<double>(core::kEvaluationVersion)))
-        ++counts["older_evaluation"];
-    }
+    if (p.state == "completed" && p.store && core::evaluated_by_older_version(*p.store)) ++counts["older_evaluation"];
   }
   return counts;
 }

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "test_util.h"
 
 using namespace mambamt::core;
+namespace core = mambamt::core;
 namespace fs = std::filesystem;
 
 TEST_CASE("a store round-trips config, status, metrics, results and system info", "[core][store]") {
@@ -466,4 +468,18 @@ TEST_CASE("a store's size follows its contents, not the number of commits", "[co
   // would have grown the file with every commit.
   CHECK(fs::file_size(path) < 64 * 1024);
   CHECK(ExperimentStore::read(path).metrics.at("loss").size() == 1000);
+}
+
+TEST_CASE("a store's evaluation version: 0 without one, older only when completed", "[core][store]") {
+  core::StoreSnapshot s;
+  s.status.state = core::RunState::completed;
+  CHECK(core::evaluation_version(s) == 0);
+  CHECK(core::evaluated_by_older_version(s));
+  s.scalars["evaluation/version"] = static_cast<double>(core::kEvaluationVersion);
+  CHECK(core::evaluation_version(s) == core::kEvaluationVersion);
+  CHECK(!core::evaluated_by_older_version(s));
+  s.scalars["evaluation/version"] = std::numeric_limits<double>::quiet_NaN();
+  CHECK(core::evaluation_version(s) == 0);
+  s.status.state = core::RunState::interrupted;  // not done training: not a re-evaluation
+  CHECK(!core::evaluated_by_older_version(s));
 }
