@@ -134,50 +134,54 @@ ReportCell largest_p(const std::vector<double>& ps) {
   return c;
 }
 
-// Paired bootstrap p-values (BLEU, chrF) of a model against the reference,
-// seed by seed: each of its completed points against the reference's point of
-// the same seed, on the test set's segments when both hold the same ones. A
-// cell holds the largest p over those seed pairs (n = the pairs): the
-// difference is called significant only where it is for every seed.
-std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const PointGroup& reference,
-                                                     const std::string& set) {
-  std::vector<double> bleu, chrf;
-  for (const SweepPoint* p : g.points) {
-    const std::optional<SegmentStats> sys = segments_of(*p, set);
+// For each point of `system` with an outcome (`outcome`: a point -> an
+// optional), the point of `baseline` of the same seed: `pair(baseline's
+// outcome, system's)` when that one has an outcome too. The paired tests below
+// run seed by seed through it; each cell holds the largest p over the seed
+// pairs (n = the pairs), so a difference is called significant only where it
+// is for every seed.
+template <class Outcome, class Pair>
+void seed_pairs(const PointGroup& system, const PointGroup& baseline, const Outcome& outcome, const Pair& pair) {
+  for (const SweepPoint* p : system.points) {
+    const auto sys = outcome(*p);
     if (!sys) continue;
-    for (const SweepPoint* q : reference.points) {
+    for (const SweepPoint* q : baseline.points) {
       if (q->seed != p->seed) continue;
-      const std::optional<SegmentStats> base = segments_of(*q, set);
-      if (!base || !base->same_references(*sys) || sys->bleu.empty()) continue;
-      const PairedSignificance s = paired_significance(*base, *sys);
-      bleu.push_back(s.bleu_p);
-      chrf.push_back(s.chrf_p);
+      if (const auto base = outcome(*q)) pair(*base, *sys);
       break;
     }
   }
+}
+
+// Paired bootstrap p-values (BLEU, chrF) of a model against the reference, on
+// the test set's segments when both hold the same ones.
+std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const PointGroup& reference,
+                                                     const std::string& set) {
+  std::vector<double> bleu, chrf;
+  seed_pairs(
+      g, reference, [&set](const SweepPoint& p) { return segments_of(p, set); },
+      [&](const SegmentStats& base, const SegmentStats& sys) {
+        if (!base.same_references(sys) || sys.bleu.empty()) return;
+        const PairedSignificance s = paired_significance(base, sys);
+        bleu.push_back(s.bleu_p);
+        chrf.push_back(s.chrf_p);
+      });
   return {largest_p(bleu), largest_p(chrf)};
 }
 
 // Paired bootstrap p-value of entity consistency (documents resampled) of
-// `system` against `baseline`, seed by seed where both translated the same
-// sentences; the largest p over the seed pairs.
+// `system` against `baseline`, where both translated the same sentences.
 ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
-  auto outcomes = [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
-    if (!p.store || p.state != "completed") return std::nullopt;
-    return entity_consistency_outcomes(*p.store);
-  };
   std::vector<double> ps;
-  for (const SweepPoint* p : system.points) {
-    const std::optional<EntityConsistencyOutcomes> sys = outcomes(*p);
-    if (!sys) continue;
-    for (const SweepPoint* q : baseline.points) {
-      if (q->seed != p->seed) continue;
-      const std::optional<EntityConsistencyOutcomes> base = outcomes(*q);
-      if (base && base->set == sys->set && base->documents == sys->documents)
-        ps.push_back(paired_consistency_p(*base, *sys));
-      break;
-    }
-  }
+  seed_pairs(
+      system, baseline,
+      [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
+        if (!p.store || p.state != "completed") return std::nullopt;
+        return entity_consistency_outcomes(*p.store);
+      },
+      [&ps](const EntityConsistencyOutcomes& base, const EntityConsistencyOutcomes& sys) {
+        if (base.set == sys.set && base.documents == sys.documents) ps.push_back(paired_consistency_p(base, sys));
+      });
   return largest_p(ps);
 }
 
@@ -416,27 +420,22 @@ double earlier_sentence_accuracy(const core::StoreSnapshot& s) {
 }
 
 // Paired bootstrap p-values of contrastive accuracy (all examples, and those
-// whose antecedent is in an earlier sentence) of `system` against `baseline`,
-// seed by seed on the same set; each cell the largest p over the seed pairs.
+// whose antecedent is in an earlier sentence) of `system` against `baseline`
+// on the same set.
 std::pair<ReportCell, ReportCell> contrastive_significance(const PointGroup& system, const PointGroup& baseline) {
-  auto outcomes = [](const SweepPoint& p) -> std::optional<ContrastiveOutcomes> {
-    if (!p.store || p.state != "completed") return std::nullopt;
-    return contrastive_outcomes(*p.store);
-  };
   std::vector<double> all, earlier;
-  for (const SweepPoint* p : system.points) {
-    const std::optional<ContrastiveOutcomes> sys = outcomes(*p);
-    if (!sys) continue;
-    for (const SweepPoint* q : baseline.points) {
-      if (q->seed != p->seed) continue;
-      const std::optional<ContrastiveOutcomes> base = outcomes(*q);
-      if (!base || base->set != sys->set || base->correct.size() != sys->correct.size()) break;
-      const ContrastiveComparison c = compare_contrastive(*base, *sys);
-      all.push_back(c.p);
-      if (c.earlier > 0) earlier.push_back(c.p_earlier);
-      break;
-    }
-  }
+  seed_pairs(
+      system, baseline,
+      [](const SweepPoint& p) -> std::optional<ContrastiveOutcomes> {
+        if (!p.store || p.state != "completed") return std::nullopt;
+        return contrastive_outcomes(*p.store);
+      },
+      [&](const ContrastiveOutcomes& base, const ContrastiveOutcomes& sys) {
+        if (base.set != sys.set || base.correct.size() != sys.correct.size()) return;
+        const ContrastiveComparison c = compare_contrastive(base, sys);
+        all.push_back(c.p);
+        if (c.earlier > 0) earlier.push_back(c.p_earlier);
+      });
   return {largest_p(all), largest_p(earlier)};
 }
 

@@ -76,6 +76,22 @@ core::ResultTable table(std::vector<std::string> rows, std::vector<std::string> 
   return t;
 }
 
+// Per-document entity counts for the paired tests of entity consistency: 40
+// documents with two repeated entities each, both rendered, `consistent` of
+// them consistent (one fewer in the first `fewer` documents), from `text`.
+void write_entity_counts(const std::string& store_path, int consistent, const std::string& text, int fewer = 0) {
+  core::ExperimentStore store = core::ExperimentStore::open(store_path);
+  std::vector<std::string> rows;
+  std::vector<double> values;
+  for (int d = 0; d < 40; ++d) {
+    rows.push_back(std::to_string(d));
+    values.insert(values.end(), {static_cast<double>(consistent - (d < fewer ? 1 : 0)), 2, 2});
+  }
+  store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
+  store.set_text("data.entities", text);
+  store.commit();
+}
+
 // The results of one completed experiment. NaN scalars are written as NaN;
 // `absent` names scalars not written at all.
 struct Results {
@@ -1232,17 +1248,7 @@ model.kind = "mamba"
   // each, both rendered) for its paired test: the base hybrid consistent on
   // both, its twin on one.
   auto entities = [&](const std::string& variant, int64_t seed, int consistent, const std::string& text) {
-    core::ExperimentStore store =
-        core::ExperimentStore::open((run / "exp" / point_config(variant, seed).id() / "store.h5").string());
-    std::vector<std::string> rows;
-    std::vector<double> values;
-    for (int d = 0; d < 40; ++d) {
-      rows.push_back(std::to_string(d));
-      values.insert(values.end(), {static_cast<double>(consistent), 2, 2});
-    }
-    store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
-    store.set_text("data.entities", text);
-    store.commit();
+    write_entity_counts((run / "exp" / point_config(variant, seed).id() / "store.h5").string(), consistent, text);
   };
   const std::string text = "test 00000000000000cc (40 documents, 160 sentences), the first 160 sentences translated";
   entities("", 1, 2, text);
@@ -1439,20 +1445,6 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
     FAIL("no such point");
     return std::string();
   };
-  // 40 documents with two repeated entities each, both rendered, `consistent`
-  // of them consistent (one fewer in the first `fewer` documents).
-  auto counts = [&](const std::string& path, int consistent, const std::string& text, int fewer = 0) {
-    core::ExperimentStore store = core::ExperimentStore::open(path);
-    std::vector<std::string> rows;
-    std::vector<double> values;
-    for (int d = 0; d < 40; ++d) {
-      rows.push_back(std::to_string(d));
-      values.insert(values.end(), {static_cast<double>(consistent - (d < fewer ? 1 : 0)), 2, 2});
-    }
-    store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
-    store.set_text("data.entities", text);
-    store.commit();
-  };
   CollectOptions o;
   o.run_dir = f.run.string();
   o.out_dir = (dir.path() / "none").string();
@@ -1464,10 +1456,10 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
 
   const std::string text = "test 00000000000000cc (40 documents, 160 sentences), the first 160 sentences translated";
   for (int64_t seed : {1, 2}) {
-    counts(store_of("", {"0.125", "64"}, seed), 2, text);  // the base hybrid: always consistent
-    counts(store_of("transformer", {}, seed), 1, text);    // the Transformer: half the time
+    write_entity_counts(store_of("", {"0.125", "64"}, seed), 2, text);  // the base hybrid: always consistent
+    write_entity_counts(store_of("transformer", {}, seed), 1, text);    // the Transformer: half the time
   }
-  counts(store_of("", {"0.125", "32"}, 1), 2, text, 1);    // d_state 32: one entity less than the base
+  write_entity_counts(store_of("", {"0.125", "32"}, 1), 2, text, 1);  // d_state 32: one entity less than the base
   o.out_dir = (dir.path() / "counts").string();
   report = collect(o, log);
   const ReportTable& base = find_table(report, "baselines");
