@@ -103,11 +103,14 @@ Assignment decode(const std::string& s) {
           flags.find('e') != std::string::npos};
 }
 
-// Whether a point of this state is to be evaluated again: completed, by an
-// evaluation older than this mambamt's, and --reevaluate asked for.
-bool evaluate_again(const SweepOptions& opt, const PointState& ps) {
-  return opt.reevaluate && ps.need == Need::done && ps.evaluation_version < core::kEvaluationVersion;
+// Completed, by an evaluation older than this mambamt's.
+bool older_evaluation(const PointState& ps) {
+  return ps.need == Need::done && ps.evaluation_version < core::kEvaluationVersion;
 }
+
+// Whether a point of this state is to be evaluated again: an older
+// evaluation, and --reevaluate asked for.
+bool evaluate_again(const SweepOptions& opt, const PointState& ps) { return opt.reevaluate && older_evaluation(ps); }
 
 struct WorkerContext {
   const SweepOptions* opt = nullptr;
@@ -641,7 +644,7 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
       if (ps.status) state = core::to_string(ps.status->state);
       if (!ps.unreadable.empty()) state = "unreadable";
       if (ps.need == Need::run && p.valid()) ++to_run;
-      if (ps.need == Need::done && ps.evaluation_version < core::kEvaluationVersion) {
+      if (older_evaluation(ps)) {
         ++old_evaluations;
         old_evaluation = "      evaluated by an older mambamt (evaluation version " +
                          std::to_string(ps.evaluation_version) + ", now " +
