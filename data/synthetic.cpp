@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -239,6 +240,17 @@ struct Sentence {
   std::vector<std::pair<int, int>> lexical;
 };
 
+// The gold word alignment of a sentence while it is rendered: every source
+// word is entered under a key naming its part ("m.s.det": the determiner of
+// the main clause's subject), and every target word links to the source words
+// of the parts it translates (a past-tense verb to the verb and the particle
+// "pa", the postposition "dor" to the preposition "ib").
+struct Aligner {
+  std::map<std::string, int32_t> src;
+  int32_t src_words = 0, tgt_words = 0;
+  WordAlignment links;
+};
+
 // How to render a sentence: the document's senses, optionally overridden.
 struct Render {
   const std::vector<int>* sense = nullptr;  // per noun
@@ -259,26 +271,29 @@ class Renderer {
     return lex_.nouns[static_cast<size_t>(noun)].gender[static_cast<size_t>(sense_of(noun, r))];
   }
 
-  std::string source(const Sentence& s) const {
+  // The source sentence; `al` (when given) receives its words' parts.
+  std::string source(const Sentence& s, Aligner* al = nullptr) const {
     std::string out;
-    clause_src(s.main, out);
+    clause_src(s.main, "m", out, al);
     if (s.coord) {
-      add(out, kClosed.conj);
-      clause_src(*s.coord, out);
+      src_word(out, kClosed.conj, "ok", al);
+      clause_src(*s.coord, "c", out, al);
     }
-    add(out, ".");
+    src_word(out, ".", ".", al);
     return out;
   }
 
-  // The target sentence; `pronoun_word` receives the pronoun's surface form.
-  std::string target(const Sentence& s, const Render& r, std::string* pronoun_word = nullptr) const {
+  // The target sentence; `pronoun_word` receives the pronoun's surface form,
+  // `al` (filled by source() first) the links of its words.
+  std::string target(const Sentence& s, const Render& r, std::string* pronoun_word = nullptr,
+                     Aligner* al = nullptr) const {
     std::string out;
-    clause_tgt(s.main, r, out, pronoun_word);
+    clause_tgt(s.main, "m", r, out, pronoun_word, al);
     if (s.coord) {
-      add(out, kClosed.tconj);
-      clause_tgt(*s.coord, r, out, pronoun_word);
+      tgt_word(out, kClosed.tconj, {"ok"}, al);
+      clause_tgt(*s.coord, "c", r, out, pronoun_word, al);
     }
-    add(out, ".");
+    tgt_word(out, ".", {"."}, al);
     return out;
   }
 
@@ -288,24 +303,42 @@ class Renderer {
     out += w;
   }
 
-  void np_src(const NP& np, int kase, std::string& out) const {
+  static void src_word(std::string& out, const std::string& w, const std::string& part, Aligner* al) {
+    add(out, w);
+    if (al) al->src[part] = al->src_words++;
+  }
+
+  static void tgt_word(std::string& out, const std::string& w, std::initializer_list<std::string> parts, Aligner* al) {
+    add(out, w);
+    if (!al) return;
+    for (const std::string& part : parts) {
+      auto it = al->src.find(part);
+      if (it != al->src.end()) al->links.push_back(WordLink{it->second, al->tgt_words, true});
+    }
+    ++al->tgt_words;
+  }
+
+  // `part` names the phrase ("m.s": the main clause's subject).
+  void np_src(const NP& np, int kase, const std::string& part, std::string& out, Aligner* al) const {
     switch (np.kind) {
-      case NP::kEntity: add(out, lex_.entities[static_cast<size_t>(np.entity)]); return;
-      case NP::kPronoun: add(out, kase == kNom ? kClosed.subj : kClosed.obj); return;
+      case NP::kEntity: src_word(out, lex_.entities[static_cast<size_t>(np.entity)], part + ".n", al); return;
+      case NP::kPronoun: src_word(out, kase == kNom ? kClosed.subj : kClosed.obj, part + ".n", al); return;
       case NP::kNoun:
-        add(out, np.definite ? kClosed.def : kClosed.indef);
-        for (int a : np.adjectives) add(out, lex_.adjectives[static_cast<size_t>(a)].src);
-        add(out, lex_.nouns[static_cast<size_t>(np.noun)].src);
+        src_word(out, np.definite ? kClosed.def : kClosed.indef, part + ".det", al);
+        for (size_t i = 0; i < np.adjectives.size(); ++i)
+          src_word(out, lex_.adjectives[static_cast<size_t>(np.adjectives[i])].src, part + ".a" + std::to_string(i), al);
+        src_word(out, lex_.nouns[static_cast<size_t>(np.noun)].src, part + ".n", al);
         return;
     }
   }
 
-  void np_tgt(const NP& np, int kase, const Render& r, std::string& out, std::string* pronoun_word) const {
+  void np_tgt(const NP& np, int kase, const std::string& part, const Render& r, std::string& out,
+              std::string* pronoun_word, Aligner* al) const {
     switch (np.kind) {
-      case NP::kEntity: add(out, lex_.entities[static_cast<size_t>(np.entity)]); return;
+      case NP::kEntity: tgt_word(out, lex_.entities[static_cast<size_t>(np.entity)], {part + ".n"}, al); return;
       case NP::kPronoun: {
         const int g = r.pronoun_gender >= 0 ? r.pronoun_gender : gender_of(np.noun, r);
-        add(out, kClosed.pron[g][kase]);
+        tgt_word(out, kClosed.pron[g][kase], {part + ".n"}, al);
         if (pronoun_word) *pronoun_word = kClosed.pron[g][kase];
         return;
       }
@@ -313,36 +346,40 @@ class Renderer {
         const Noun& n = lex_.nouns[static_cast<size_t>(np.noun)];
         const int sense = sense_of(np.noun, r);
         const int g = n.gender[static_cast<size_t>(sense)];
-        add(out, kClosed.det[g][np.definite ? 1 : 0][kase]);
-        add(out, n.tgt[static_cast<size_t>(sense)]);
+        tgt_word(out, kClosed.det[g][np.definite ? 1 : 0][kase], {part + ".det"}, al);
+        tgt_word(out, n.tgt[static_cast<size_t>(sense)], {part + ".n"}, al);
         // Adjectives follow the noun, in mirrored order.
-        for (auto it = np.adjectives.rbegin(); it != np.adjectives.rend(); ++it) {
-          add(out, lex_.adjectives[static_cast<size_t>(*it)].tgt + kClosed.adj_suffix[g]);
+        for (size_t i = np.adjectives.size(); i-- > 0;) {
+          tgt_word(out, lex_.adjectives[static_cast<size_t>(np.adjectives[i])].tgt + kClosed.adj_suffix[g],
+                   {part + ".a" + std::to_string(i)}, al);
         }
         return;
       }
     }
   }
 
-  void clause_src(const Clause& c, std::string& out) const {
-    np_src(c.subj, kNom, out);
-    if (c.past) add(out, kClosed.past);
-    add(out, lex_.verbs[static_cast<size_t>(c.verb)].src);
-    if (c.obj) np_src(*c.obj, kAcc, out);
+  void clause_src(const Clause& c, const std::string& part, std::string& out, Aligner* al) const {
+    np_src(c.subj, kNom, part + ".s", out, al);
+    if (c.past) src_word(out, kClosed.past, part + ".pa", al);
+    src_word(out, lex_.verbs[static_cast<size_t>(c.verb)].src, part + ".v", al);
+    if (c.obj) np_src(*c.obj, kAcc, part + ".o", out, al);
     if (c.place >= 0) {
-      add(out, kClosed.prep);
-      add(out, lex_.entities[static_cast<size_t>(c.place)]);
+      src_word(out, kClosed.prep, part + ".ib", al);
+      src_word(out, lex_.entities[static_cast<size_t>(c.place)], part + ".place", al);
     }
   }
 
-  void clause_tgt(const Clause& c, const Render& r, std::string& out, std::string* pronoun_word) const {
-    np_tgt(c.subj, kNom, r, out, pronoun_word);
-    if (c.obj) np_tgt(*c.obj, kAcc, r, out, pronoun_word);
+  void clause_tgt(const Clause& c, const std::string& part, const Render& r, std::string& out,
+                  std::string* pronoun_word, Aligner* al) const {
+    np_tgt(c.subj, kNom, part + ".s", r, out, pronoun_word, al);
+    if (c.obj) np_tgt(*c.obj, kAcc, part + ".o", r, out, pronoun_word, al);
     if (c.place >= 0) {
-      add(out, lex_.entities[static_cast<size_t>(c.place)]);
-      add(out, kClosed.postp);
+      tgt_word(out, lex_.entities[static_cast<size_t>(c.place)], {part + ".place"}, al);
+      tgt_word(out, kClosed.postp, {part + ".ib"}, al);
     }
-    add(out, lex_.verbs[static_cast<size_t>(c.verb)].tgt + (c.past ? kClosed.past_suffix : ""));
+    // The past tense is a suffix of the verb: the verb translates "pa" too.
+    tgt_word(out, lex_.verbs[static_cast<size_t>(c.verb)].tgt + (c.past ? kClosed.past_suffix : ""),
+             {part + ".v", part + ".pa"}, al);
   }
 
   const Lexicon& lex_;
@@ -366,6 +403,7 @@ class DocumentMaker {
   struct Result {
     Document doc;
     std::vector<ContrastiveExample> contrastive;
+    std::vector<WordAlignment> alignments;  // one per sentence (test split only)
   };
 
   Result make(const std::string& doc_id) {
@@ -437,8 +475,12 @@ class DocumentMaker {
     out.doc.id = doc_id;
     Render plain{&sense_};
     for (size_t s = 0; s < sents.size(); ++s) {
-      out.doc.sentences.push_back(
-          SentencePair{render_.source(sents[s]), render_.target(sents[s], plain), static_cast<int64_t>(s) + 1});
+      Aligner al;
+      Aligner* aligner = split_ == Split::kTest ? &al : nullptr;
+      std::string src = render_.source(sents[s], aligner);
+      std::string tgt = render_.target(sents[s], plain, nullptr, aligner);
+      out.doc.sentences.push_back(SentencePair{std::move(src), std::move(tgt), static_cast<int64_t>(s) + 1});
+      if (aligner) out.alignments.push_back(std::move(al.links));
     }
     if (split_ == Split::kTest) contrastive(sents, out);
     return out;
@@ -638,6 +680,7 @@ SyntheticCorpus generate_synthetic(const SyntheticOptions& o) {
       auto r = maker.make(doc_name(job.name, i, job.docs));
       job.corpus->documents.push_back(std::move(r.doc));
       for (auto& e : r.contrastive) out.contrastive.push_back(std::move(e));
+      for (auto& a : r.alignments) out.test_alignments.push_back(std::move(a));
     }
   }
 
@@ -738,7 +781,7 @@ namespace {
 // them ("fingerprint train.tsv = <hex>"): a file cut at a line boundary reads
 // as a smaller corpus, so the loader checks them (manifests written before
 // the fingerprints have none, and are not checked).
-const char* const kCorpusFiles[] = {"train.tsv", "valid.tsv", "test.tsv", "contrastive.tsv", "entities.tsv"};
+const char* const kCorpusFiles[] = {"train.tsv", "valid.tsv", "test.tsv", "test.align", "contrastive.tsv", "entities.tsv"};
 const char* const kFingerprint = "fingerprint ";
 
 std::string file_fingerprints(const std::string& dir) {
@@ -772,7 +815,10 @@ std::vector<std::string> damaged_files(const std::string& dir, const std::string
 void write_synthetic(const SyntheticCorpus& c, const SyntheticOptions& o, const std::string& dir) {
   write_tsv(c.train, dir + "/train.tsv");
   if (!c.valid.documents.empty()) write_tsv(c.valid, dir + "/valid.tsv");
-  if (!c.test.documents.empty()) write_tsv(c.test, dir + "/test.tsv");
+  if (!c.test.documents.empty()) {
+    write_tsv(c.test, dir + "/test.tsv");
+    write_alignments(c.test_alignments, dir + "/test.align");
+  }
   write_contrastive(c.contrastive, dir + "/contrastive.tsv");
   write_entities(c.entities, dir + "/entities.tsv");
   detail::write_file_atomic(dir + "/manifest.txt", synthetic_manifest(o) + file_fingerprints(dir));
@@ -786,6 +832,7 @@ SyntheticCorpus load_synthetic(const std::string& dir) {
   c.train = read_tsv(dir + "/train.tsv");
   if (detail::file_exists(dir + "/valid.tsv")) c.valid = read_tsv(dir + "/valid.tsv");
   if (detail::file_exists(dir + "/test.tsv")) c.test = read_tsv(dir + "/test.tsv");
+  if (detail::file_exists(dir + "/test.align")) c.test_alignments = read_alignments(dir + "/test.align");
   c.contrastive = read_contrastive(dir + "/contrastive.tsv");
   c.entities = read_entities(dir + "/entities.tsv");
   return c;
@@ -802,7 +849,13 @@ SyntheticCorpus ensure_synthetic(const SyntheticOptions& o, const std::string& d
                                "use another directory or delete it"));
     }
     const std::vector<std::string> damaged = damaged_files(dir, text);
-    if (damaged.empty()) return load_synthetic(dir);
+    // Corpora written before the generator wrote gold alignments (2026-11-27)
+    // lack test.align: generating again adds it and rewrites the other files
+    // as they are.
+    const bool without_alignments = o.test_docs > 0 && !detail::file_exists(dir + "/test.align");
+    if (damaged.empty() && !without_alignments) return load_synthetic(dir);
+    if (without_alignments && damaged.empty())
+      spdlog::info("{}: no test.align (a corpus written before the gold alignments); generating it", dir);
     // Damaged on disk: the generator is a pure function of the options, so
     // generating again writes the same files. The damaged ones are kept.
     for (const std::string& path : damaged) {

@@ -38,6 +38,9 @@
 //
 // Files written by write_synthetic (all UTF-8):
 //   train.tsv valid.tsv test.tsv  src<TAB>tgt<TAB>doc_id (read_tsv loads them)
+//   test.align                    the gold word alignment of every test sentence
+//                                 pair (data/alignment.h), from the generator's
+//                                 word-by-word correspondences
 //   contrastive.tsv               the contrastive set of data/contrastive.h, built
 //                                 from test: every pronoun (variants: the other
 //                                 two genders) and every later mention of an
@@ -52,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "data/alignment.h"
 #include "data/contrastive.h"
 #include "data/corpus.h"
 
@@ -108,6 +112,7 @@ struct SyntheticCorpus {
   Corpus train, valid, test;
   std::vector<ContrastiveExample> contrastive;  // built from test
   std::vector<EntityCount> entities;            // every entity, by descending train count
+  std::vector<WordAlignment> test_alignments;   // one per test sentence, in corpus order
   SyntheticLexicon lexicon;                     // filled by generate_synthetic, not by load_synthetic
 };
 

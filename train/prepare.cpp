@@ -52,10 +52,24 @@ data::Tokenizer tokenizer_for(const core::ExperimentConfig& c, const data::Corpu
   return data::Tokenizer::train_or_load(train, tokenizer_options(c), dir);
 }
 
+// A test corpus with its gold word alignments (path empty when it has none).
+struct TestCorpus {
+  std::string name;
+  data::Corpus corpus;
+  std::vector<data::WordAlignment> alignments;
+  std::string alignment_path;
+};
+
+TestCorpus read_test_corpus(const core::ExperimentConfig& c, const std::string& path) {
+  TestCorpus t{set_name(path), read_split(c, path), {}, gold_alignment_path(path)};
+  if (!t.alignment_path.empty()) t.alignments = data::read_alignments(t.alignment_path);
+  return t;
+}
+
 // The training corpus (generating the synthetic one when needed).
 struct Corpora {
   data::Corpus train, valid;
-  std::vector<std::pair<std::string, data::Corpus>> tests;
+  std::vector<TestCorpus> tests;
   std::vector<ContrastiveSet> contrastive;
   std::map<std::string, int64_t> entities;
   std::string data_dir;
@@ -69,7 +83,8 @@ Corpora load_corpora(const core::ExperimentConfig& c, const std::string& shared_
     out.train = std::move(s.train);
     out.valid = std::move(s.valid);
     if (with_tests) {
-      out.tests.emplace_back("test", std::move(s.test));
+      const std::string gold = s.test_alignments.empty() ? "" : out.data_dir + "/test.align";
+      out.tests.push_back({"test", std::move(s.test), std::move(s.test_alignments), gold});
       out.contrastive.push_back({"synthetic", std::move(s.contrastive)});
       for (auto& e : s.entities) out.entities[e.name] = e.train;
     }
@@ -80,7 +95,7 @@ Corpora load_corpora(const core::ExperimentConfig& c, const std::string& shared_
     if (!c.data.valid.empty()) out.valid = read_split(c, c.data.valid);
   }
   if (with_tests) {
-    for (auto& path : c.data.test) out.tests.emplace_back(set_name(path), read_split(c, path));
+    for (auto& path : c.data.test) out.tests.push_back(read_test_corpus(c, path));
     for (auto& path : c.data.contrastive) out.contrastive.push_back({set_name(path), data::read_contrastive(path)});
   }
   return out;
@@ -100,6 +115,14 @@ std::string set_name(const std::string& path) {
     }
   }
   return name.empty() ? "test" : name;
+}
+
+std::string gold_alignment_path(const std::string& test_path) {
+  fs::path p(test_path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();
+  const fs::path gold = p.parent_path() / (set_name(test_path) + ".align");
+  std::error_code ec;
+  return fs::is_regular_file(gold, ec) ? gold.string() : "";
 }
 
 std::string synthetic_key(const core::ExperimentConfig& c) {
@@ -146,10 +169,15 @@ void prepare_shared(const core::ExperimentConfig& config, const std::string& sha
 }
 
 TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& name,
-                      data::Corpus corpus) {
+                      data::Corpus corpus, std::vector<data::WordAlignment> alignments,
+                      const std::string& alignment_path) {
   TestSet t;
   t.name = name;
   t.corpus = std::move(corpus);
+  if (!alignment_path.empty()) {
+    t.alignments = data::alignments_for(t.corpus, std::move(alignments), alignment_path);
+    t.alignment_file = alignment_path;
+  }
   t.tokenized = data::tokenize(t.corpus, tokenizer);
   // Test windows use the training budget, but no test sentence may be dropped:
   // the budget grows to the longest sentence when one exceeds it.
@@ -189,7 +217,8 @@ TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& to
 }
 
 TestSet load_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& path) {
-  return make_test_set(c, tokenizer, set_name(path), read_split(c, path));
+  TestCorpus t = read_test_corpus(c, path);
+  return make_test_set(c, tokenizer, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path);
 }
 
 PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& shared_dir, bool with_tests) {
@@ -228,7 +257,8 @@ PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& sh
     if (c.data.max_valid_examples > 0 && static_cast<int64_t>(p.valid_examples.size()) > c.data.max_valid_examples)
       p.valid_examples.resize(static_cast<size_t>(c.data.max_valid_examples));
   }
-  for (auto& [name, corpus] : corpora.tests) p.tests.push_back(make_test_set(c, tok, name, std::move(corpus)));
+  for (auto& t : corpora.tests)
+    p.tests.push_back(make_test_set(c, tok, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path));
   p.contrastive = std::move(corpora.contrastive);
   p.entity_frequency = std::move(corpora.entities);
   return p;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "data/alignment.h"
 #include "data/contrastive.h"
 #include "data/corpus.h"
 #include "data/examples.h"
@@ -34,6 +35,10 @@ struct TestSet {
   std::vector<data::Example> examples;
   std::vector<std::string> sources;     // source text of each example
   std::vector<std::string> references;  // reference text of each example
+  // Gold word alignments (data/alignment.h) in the corpus's shape (document,
+  // sentence); empty when the set has none.
+  std::vector<std::vector<data::WordAlignment>> alignments;
+  std::string alignment_file;  // where they were read from
 };
 
 struct ContrastiveSet {
@@ -88,11 +93,19 @@ data::ExampleOptions example_options(const core::ExperimentConfig& config);
 bool translates_in_context(const core::ExperimentConfig& config);
 
 // A test set read from `path` in the experiment's corpus format (.tsv files
-// are read as TSV whatever the format); name = the file stem.
+// are read as TSV whatever the format); name = the file stem. Its gold word
+// alignments are read from gold_alignment_path(path) when that file exists.
 TestSet load_test_set(const core::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& path);
-// A test set from a corpus already in memory.
+// A test set from a corpus already in memory, with the lines of its gold
+// alignment file (`alignment_path` empty: none; InputError naming that file
+// when they do not fit the corpus).
 TestSet make_test_set(const core::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& name,
-                      data::Corpus corpus);
+                      data::Corpus corpus, std::vector<data::WordAlignment> alignments = {},
+                      const std::string& alignment_path = "");
+
+// Where the gold word alignments of the test set at `path` are:
+// <directory>/<set_name(path)>.align, or "" when there is no such file.
+std::string gold_alignment_path(const std::string& path);
 
 // The stem of a test or contrastive file name ("dir/tst2015.de-en.tsv" -> "tst2015.de-en").
 std::string set_name(const std::string& path);
