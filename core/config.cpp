@@ -874,7 +874,8 @@ namespace {
 // an upgrade). Every field added from now on goes here: test_config pins the
 // ids of a default experiment and of the shipped configs.
 const std::set<std::string>& fields_hashed_when_set() {
-  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty", "train.gate_penalty_warmup"};
+  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty", "train.gate_penalty_warmup",
+                                               "eval.alignment"};
   return fields;
 }
 
@@ -914,6 +915,7 @@ std::string ExperimentConfig::training_id() const {
   e.contrastive = defaults.contrastive;
   e.entity_recall = defaults.entity_recall;
   e.extrapolation = defaults.extrapolation;
+  e.alignment = defaults.alignment;
   e.comet = defaults.comet;
   e.max_examples = defaults.max_examples;
   if (train.valid_metric == "loss") {

@@ -77,7 +77,7 @@ struct ExperimentConfig {
   // The id of the training alone: id() with the [eval] fields that training
   // does not read set to their defaults (beam_size, length_penalty, nbest,
   // doc_decode, bootstrap_samples, length_buckets, contrastive, entity_recall,
-  // extrapolation, comet, max_examples, gate_skip; and, when train.valid_metric is loss,
+  // extrapolation, alignment, comet, max_examples, gate_skip; and, when train.valid_metric is loss,
   // the validation decoding's max_len_a, max_len_b, batch_tokens,
   // bleu_tokenize and lowercase). Experiments with equal training ids train
   // the same model; a sweep trains it once (sweep.share_training).

@@ -38,7 +38,8 @@ enum class RunState { pending, running, completed, failed, interrupted };
 // version again, and the collector counts them.
 //   1  entities/by_document and data.entities; eval.max_examples counts test
 //      sentences (2026-11-27)
-inline constexpr int64_t kEvaluationVersion = 1;
+//   2  alignment/* (attention against gold word alignments, 2026-11-27)
+inline constexpr int64_t kEvaluationVersion = 2;
 
 const char* to_string(RunState s);
 RunState run_state_from(const std::string& s);  // throws Error on an unknown name

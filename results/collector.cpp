@@ -59,6 +59,13 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   if (any_value("entities/consistency"))
     defs.push_back({"entity_consistency", "Entity consistency (%)", "entities/consistency", 100, 1, Better::kHigher,
                     1, ""});
+  // Alignment error rate of the attention over the source (stores since
+  // 2026-11-27 with gold alignments; blank for kinds without such attention).
+  if (any_value("alignment/aer"))
+    defs.push_back({"alignment_aer", "AER (%)", "alignment/aer", 100, 1, Better::kLower, 1, ""});
+  // The same read from occlusion, for every kind (pure Mamba included).
+  if (any_value("alignment/occlusion_aer"))
+    defs.push_back({"occlusion_aer", "Occlusion AER (%)", "alignment/occlusion_aer", 100, 1, Better::kLower, 1, ""});
   // Gated cross-attention skipping (eval.gate_skip): the share of its work skipped.
   const bool skipping = std::any_of(sweep.points.begin(), sweep.points.end(), [&sweep](const SweepPoint& p) {
     if (!p.store || detail::outside_grid(sweep, p)) return false;
@@ -355,21 +362,24 @@ ReportTable baseline_table(const SweepView& view) {
 
 // Rows of a breakdown table: one per model, with the CAT-N axis's rows for the
 // length tables (CAT-N is there for length generalisation).
-std::vector<const PointGroup*> breakdown_rows(const SweepView& view, bool with_cat_n) {
+std::vector<const PointGroup*> breakdown_rows(const SweepView& view, const std::string& axis_key) {
   std::vector<const PointGroup*> rows = view.models;
-  if (!with_cat_n) return rows;
+  if (axis_key.empty()) return rows;
   for (size_t k = 0; k < view.sweep->axes.size(); ++k) {
-    if (view.sweep->axes[k].key != "data.cat_n") continue;
+    if (view.sweep->axes[k].key != axis_key) continue;
     for (auto& [value, g] : view.axis_rows(k))
       if (g && std::find(rows.begin(), rows.end(), g) == rows.end()) rows.push_back(g);
   }
   return rows;
 }
 
-// Rows = models, columns = the row labels of results/<path> (length buckets, pronouns, ...).
+// Rows = models (and the values of the grid axis `axis_key`, when the grid
+// has it), columns = the row labels of results/<path> (length buckets,
+// pronouns, ...).
 std::optional<ReportTable> breakdown_table(const SweepView& view, const std::string& name, const std::string& title,
                                            const std::string& caption, const std::string& path,
-                                           const std::string& column, double scale, int decimals, bool with_cat_n) {
+                                           const std::string& column, double scale, int decimals,
+                                           const std::string& axis_key, Better better = Better::kHigher) {
   std::vector<std::string> labels = detail::table_row_labels(*view.sweep, path);
   if (labels.empty()) return std::nullopt;
   ReportTable t;
@@ -377,8 +387,8 @@ std::optional<ReportTable> breakdown_table(const SweepView& view, const std::str
   t.title = title;
   t.caption = caption + "; mean \u00b1 std over seeds (n)";
   t.row_title = "model";
-  for (auto& l : labels) t.columns.push_back(make_column(l, l, decimals, Better::kHigher));
-  for (const PointGroup* g : breakdown_rows(view, with_cat_n)) {
+  for (auto& l : labels) t.columns.push_back(make_column(l, l, decimals, better));
+  for (const PointGroup* g : breakdown_rows(view, axis_key)) {
     ReportRow row;
     row.key = g->key;
     row.label = g->label;
@@ -633,27 +643,32 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
     if (t) tables.push_back(std::move(*t));
   };
   add(breakdown_table(view, "length_bleu", "BLEU by source length", "BLEU by source-length bucket (tokens), test set " + set,
-                      set + "/by_length", "bleu", 1, 2, true));
+                      set + "/by_length", "bleu", 1, 2, "data.cat_n"));
   add(breakdown_table(view, "length_chrf", "chrF by source length", "chrF by source-length bucket (tokens), test set " + set,
-                      set + "/by_length", "chrf", 1, 2, true));
+                      set + "/by_length", "chrf", 1, 2, "data.cat_n"));
   add(breakdown_table(view, "extrapolation_bleu", "Length extrapolation",
                       "BLEU on passages 1x, 2x and 4x the training length", "extrapolation/by_length", "bleu", 1, 2,
-                      true));
+                      "data.cat_n"));
   add(document_context_table(view));
   add(breakdown_table(view, "contrastive_pronoun", "Contrastive accuracy by pronoun",
-                      "Contrastive accuracy (%) by pronoun", "contrastive/by_pronoun", "accuracy", 100, 1, false));
+                      "Contrastive accuracy (%) by pronoun", "contrastive/by_pronoun", "accuracy", 100, 1, ""));
   add(breakdown_table(view, "contrastive_distance", "Contrastive accuracy by antecedent distance",
                       "Contrastive accuracy (%) by antecedent distance (sentences)", "contrastive/by_distance",
-                      "accuracy", 100, 1, false));
+                      "accuracy", 100, 1, ""));
   add(breakdown_table(view, "entities_frequency", "Entity recall by training frequency",
                       "Named-entity recall (%) by training-set frequency", "entities/by_frequency", "recall", 100, 1,
-                      false));
+                      ""));
   if (detail::any_table_column(sweep, "entities/by_frequency", "consistency"))
     add(breakdown_table(view, "entities_consistency", "Entity consistency by training frequency",
                         "Named entities repeated in a document and rendered there, rendered at every mention (%), "
                         "by training-set frequency",
-                        "entities/by_frequency", "consistency", 100, 1, false));
+                        "entities/by_frequency", "consistency", 100, 1, ""));
   add(gates_table(view));
+  add(breakdown_table(view, "alignment_by_layer", "Alignment error rate by layer",
+                      "Alignment error rate (%, lower is better) of each layer's attention over the source (mean over "
+                      "its heads; all layers: their mean), teacher-forced on the references of the first test set, "
+                      "against its gold word alignments",
+                      "alignment/by_layer", "aer", 100, 1, "model.cross_attn_every", Better::kLower));
   return tables;
 }
 

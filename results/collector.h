@@ -35,7 +35,11 @@
 // with entity consistency only) and cross_attention_gates (configurations
 // with gated cross-attention: how often its gates are nearly closed, and what
 // eval.gate_skip skipped; with some skipping, the other tables get a
-// "Cross-attn skipped (%)" column).
+// "Cross-attn skipped (%)" column), alignment_by_layer (stores with gold
+// alignments: the alignment error rate of each attention layer and of
+// occlusion, models and the values of a model.cross_attn_every axis; the
+// other tables then get "AER (%)", the best layer's, and "Occlusion AER (%)",
+// which pure Mamba has too).
 //
 // summary.h5 (plain HDF5):
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,

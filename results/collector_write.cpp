@@ -402,7 +402,7 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
       section(t, "###");
     }
   for (auto& t : tables)
-    if (t.name == "cross_attention_gates") section(t, "##");
+    if (t.name == "cross_attention_gates" || t.name == "alignment_by_layer") section(t, "##");
   for (const char* what : {"length_bleu", "contrastive_pronoun", "entities_frequency"}) {
     bool found = false;
     for (auto& t : tables) found = found || t.name == what;

@@ -41,6 +41,9 @@ using Clock = std::chrono::steady_clock;
 // Test examples explained into the store, and their longest source (tokens + eos).
 constexpr size_t kExplainSentences = 3;
 constexpr size_t kExplainMaxTokens = 40;
+// Test sentences whose alignment is also read from occlusion (one forward pass
+// per source token of their examples).
+constexpr int64_t kOcclusionAlignmentSentences = 200;
 
 results::BleuOptions bleu_options(const core::EvalConfig& e) {
   results::BleuOptions o;
@@ -558,6 +561,61 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       }
       store.commit();
     }
+  }
+
+  if (stop()) return false;
+  if (parts.alignment && e.alignment && !data.tests.empty() && !data.tests[0].alignments.empty()) {
+    // Word alignments read from the attention over the source (each layer's,
+    // and all layers' together) and from occlusion (every kind), scored
+    // against the first test set's gold alignments.
+    const TestSet& t = data.tests[0];
+    const auto t0 = Clock::now();
+    const AttentionAlignment a = attention_alignment(model, t, tok, device);
+    int64_t skipped = 0;
+    const results::AlignmentCounts occlusion =
+        occlusion_alignment(model, t, tok, device, kOcclusionAlignmentSentences, &skipped);
+    core::ResultTable table;
+    table.columns = {"aer", "precision", "recall", "links", "gold_links", "sentences"};
+    auto add_row = [&table](const std::string& name, const results::AlignmentCounts& n) {
+      table.rows.push_back(name);
+      for (double v : {n.aer(), n.precision(), n.recall(), static_cast<double>(n.predicted),
+                       static_cast<double>(n.sure), static_cast<double>(n.sentences)})
+        table.values.push_back(v);
+    };
+    size_t best = 0;
+    for (size_t l = 0; l < a.layers.size(); ++l) {
+      add_row(a.layers[l], a.by_layer[l]);
+      const double aer = a.by_layer[l].aer();
+      if (std::isfinite(aer) && !(aer >= a.by_layer[best].aer())) best = l;
+    }
+    if (!a.empty()) add_row("all layers", a.all_layers);
+    add_row("occlusion", occlusion);
+    store.set_table("alignment/by_layer", table);
+    store.set_scalar("alignment/occlusion_aer", occlusion.aer());
+    std::string note = std::to_string(a.empty() ? occlusion.sentences : a.all_layers.sentences) + " sentences of " +
+                       t.name + " against " + t.alignment_file +
+                       (occlusion.sentences < a.all_layers.sentences
+                            ? " (occlusion: the first " + std::to_string(occlusion.sentences) + ")"
+                            : "") +
+                       (skipped > 0 ? ", " + std::to_string(skipped) + " left out (tokens that do not split into the words)"
+                                    : "");
+    if (!a.empty()) {
+      // The best layer's, the way attention alignments are usually reported
+      // (chosen on this set, so an optimistic estimate; by_layer has the rest).
+      store.set_scalar("alignment/aer", a.by_layer[best].aer());
+      store.set_scalar("alignment/aer_all_layers", a.all_layers.aer());
+      note = "best layer " + a.layers[best] + "; " + note;
+      spdlog::info("alignment: AER {:.3f} (best layer {}), {:.3f} over all layers, {:.3f} by occlusion; {} sentences "
+                   "({:.1f} s)",
+                   a.by_layer[best].aer(), a.layers[best], a.all_layers.aer(), occlusion.aer(), occlusion.sentences,
+                   std::chrono::duration<double>(Clock::now() - t0).count());
+    } else {
+      note = "no attention over the source: occlusion only; " + note;
+      spdlog::info("alignment: AER {:.3f} by occlusion (no attention over the source); {} sentences ({:.1f} s)",
+                   occlusion.aer(), occlusion.sentences, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    store.set_text("alignment", note);
+    store.commit();
   }
 
   if (stop()) return false;

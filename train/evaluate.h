@@ -5,6 +5,8 @@
 //   contrastive/accuracy|by_pronoun|by_distance|by_phenomenon,
 //   entities/recall|by_frequency, extrapolation/by_length, efficiency/*,
 //   gates/mean|skipped|skip_threshold|by_layer (gated cross-attention),
+//   alignment/aer|aer_all_layers|occlusion_aer|by_layer (attention and
+//   occlusion against gold word alignments),
 //   explain/<k>/occlusion|attention (heatmaps of a few short test sentences),
 // and the hypotheses of every test set into <exp_dir>/hyp/<set>.txt.
 #include <torch/torch.h>
@@ -37,8 +39,9 @@ struct EvalParts {
   bool efficiency = true;
   bool explain = true;         // occlusion and attention maps of the first short test sentences
   bool gates = true;           // gated cross-attention's gate statistics on the first test set
+  bool alignment = true;       // eval.alignment still applies
   bool whole() const {
-    return test_sets && contrastive && entities && extrapolation && efficiency && explain && gates;
+    return test_sets && contrastive && entities && extrapolation && efficiency && explain && gates && alignment;
   }
 };
 

@@ -368,7 +368,7 @@ bool evaluate_experiment(const EvalRequest& req) {
   } else {
     // Only the given sets: no training data needed.
     data.tokenizer = exp.tokenizer;
-    parts.entities = parts.extrapolation = parts.efficiency = parts.explain = parts.gates = false;
+    parts.entities = parts.extrapolation = parts.efficiency = parts.explain = parts.gates = parts.alignment = false;
     for (auto& f : req.test_files) data.tests.push_back(load_test_set(exp.config, *exp.tokenizer, f));
   }
   if (!whole || !req.contrastive_files.empty()) {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "data/alignment.h"
 #include "models/search.h"
 #include "results/svg.h"
 #include "train/decode.h"
@@ -91,6 +92,120 @@ std::string numbered(size_t n) {
 }
 
 }  // namespace
+
+namespace {
+
+// [begin, end) of each part of `ids` between separators.
+std::vector<std::pair<size_t, size_t>> parts_between(const std::vector<int32_t>& ids, int32_t sep) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t begin = 0;
+  for (size_t i = 0; i <= ids.size(); ++i) {
+    if (i == ids.size() || ids[i] == sep) {
+      out.emplace_back(begin, i);
+      begin = i + 1;
+    }
+  }
+  return out;
+}
+
+// One sentence of an example to score: the word of each map row and column
+// (-1 outside the sentence) and its gold links.
+struct ScoredSentence {
+  std::vector<int32_t> tgt_word, src_word;
+  std::vector<results::Link> sure, possible;
+};
+
+// The sentences of `ex` that have gold alignments and tokens that split into
+// their words (the others are counted in `skipped`).
+std::vector<ScoredSentence> scored_sentences(const data::Example& ex, const TestSet& set, const data::Tokenizer& tok,
+                                             int64_t& skipped) {
+  const int32_t sep = tok.specials().sep;
+  std::vector<std::pair<int32_t, int32_t>> sentences;  // (document, sentence) in example order
+  for (const data::Span& span : ex.spans)
+    for (int32_t k = 0; k < span.count; ++k) sentences.emplace_back(span.doc, span.first + k);
+  const auto src_parts = parts_between(ex.src, sep), tgt_parts = parts_between(ex.tgt, sep);
+  const size_t context = static_cast<size_t>(ex.context);
+  if (src_parts.size() != sentences.size() || tgt_parts.size() + context != sentences.size()) {
+    skipped += static_cast<int64_t>(sentences.size() - std::min(context, sentences.size()));
+    return {};
+  }
+  const size_t rows = ex.tgt.size() + 1, cols = ex.src.size() + 1;
+  std::vector<ScoredSentence> out;
+  for (size_t k = context; k < sentences.size(); ++k) {
+    const auto [d, i] = sentences[k];
+    const data::SentencePair& pair = set.corpus.documents[static_cast<size_t>(d)].sentences[static_cast<size_t>(i)];
+    const auto [s0, s1] = src_parts[k];
+    const auto [t0, t1] = tgt_parts[k - context];
+    const int64_t src_words = data::word_count(pair.src), tgt_words = data::word_count(pair.tgt);
+    if (src_words == 0 || tgt_words == 0) continue;
+    const auto sw = data::token_words(tok, {ex.src.begin() + s0, ex.src.begin() + s1}, src_words);
+    const auto tw = data::token_words(tok, {ex.tgt.begin() + t0, ex.tgt.begin() + t1}, tgt_words);
+    if (sw.empty() || tw.empty()) {
+      ++skipped;
+      continue;
+    }
+    ScoredSentence sc;
+    sc.src_word.assign(cols, -1);
+    sc.tgt_word.assign(rows, -1);
+    for (size_t j = s0; j < s1; ++j) sc.src_word[j] = sw[j - s0];
+    // Row p is the position that predicts target token p.
+    for (size_t p = t0; p < t1; ++p) sc.tgt_word[p] = tw[p - t0];
+    for (const data::WordLink& l : set.alignments[static_cast<size_t>(d)][static_cast<size_t>(i)])
+      (l.sure ? sc.sure : sc.possible).emplace_back(l.src, l.tgt);
+    out.push_back(std::move(sc));
+  }
+  return out;
+}
+
+// Scores the sentences of one example on one (T,S) float map.
+results::AlignmentCounts score_map(const torch::Tensor& map, const std::vector<ScoredSentence>& sentences) {
+  const torch::Tensor m = map.to(torch::kCPU, torch::kFloat).contiguous();
+  results::AlignmentCounts n;
+  for (const ScoredSentence& sc : sentences)
+    n.add(results::score_alignment(
+        results::argmax_alignment(m.data_ptr<float>(), m.size(0), m.size(1), sc.tgt_word, sc.src_word), sc.sure,
+        sc.possible));
+  return n;
+}
+
+}  // namespace
+
+AttentionAlignment attention_alignment(models::TranslationModel& model, const TestSet& set,
+                                       const data::Tokenizer& tok, const torch::Device& device) {
+  AttentionAlignment out;
+  if (set.alignments.empty() || !model.has_source_attention()) return out;
+  for (const data::Example& ex : set.examples) {
+    const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, out.skipped);
+    if (scored.empty()) continue;
+    const AttentionMaps maps = attention_maps(model, SentencePair{ex.src, ex.tgt}, tok.specials(), device);
+    if (maps.empty()) return AttentionAlignment{};
+    if (out.layers.empty()) {
+      out.layers = maps.layers;
+      out.by_layer.resize(maps.layers.size());
+    }
+    const torch::Tensor per_layer = maps.weights.mean(1);  // (L,T,S)
+    for (size_t l = 0; l < out.by_layer.size(); ++l) out.by_layer[l].add(score_map(per_layer[static_cast<int64_t>(l)], scored));
+    out.all_layers.add(score_map(per_layer.mean(0), scored));
+  }
+  return out;
+}
+
+results::AlignmentCounts occlusion_alignment(models::TranslationModel& model, const TestSet& set,
+                                             const data::Tokenizer& tok, const torch::Device& device,
+                                             int64_t max_sentences, int64_t* skipped) {
+  results::AlignmentCounts out;
+  int64_t left_out = 0;
+  if (!set.alignments.empty()) {
+    for (const data::Example& ex : set.examples) {
+      if (max_sentences > 0 && out.sentences >= max_sentences) break;
+      const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, left_out);
+      if (scored.empty()) continue;
+      out.add(score_map(occlusion_importance(model, SentencePair{ex.src, ex.tgt}, tok.specials(), device), scored));
+    }
+  }
+  if (skipped) *skipped = left_out;
+  return out;
+}
 
 torch::Tensor AttentionMaps::mean(int64_t layer) const {
   TORCH_CHECK(weights.defined(), "AttentionMaps::mean: no attention maps");

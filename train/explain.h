@@ -28,7 +28,9 @@
 #include "core/store.h"
 #include "data/tokenizer.h"
 #include "models/model.h"
+#include "results/alignment.h"
 #include "results/plot.h"
+#include "train/prepare.h"
 
 namespace mambamt::train {
 
@@ -59,6 +61,37 @@ AttentionMaps attention_maps(models::TranslationModel& model, const SentencePair
 // (the eos included) occluded once, in batches of at most `batch` occluded copies.
 torch::Tensor occlusion_importance(models::TranslationModel& model, const SentencePair& pair,
                                    const data::SpecialIds& ids, const torch::Device& device, int64_t batch = 64);
+
+// How well a model's attention aligns the words of a test set's sentences
+// (results/alignment.h): every example teacher-forced on its reference, the
+// attention of each layer (mean over its heads), and of all layers together,
+// read as word alignments of the sentences the example translates (context
+// sentences of a window count as outside the sentence) and scored against
+// the set's gold alignments.
+struct AttentionAlignment {
+  std::vector<std::string> layers;                 // as AttentionMaps::layers
+  std::vector<results::AlignmentCounts> by_layer;  // one per layer
+  results::AlignmentCounts all_layers;             // the mean over layers and heads
+  // Sentences left out: their tokens do not split into the words of their
+  // text (data::token_words).
+  int64_t skipped = 0;
+  bool empty() const { return layers.empty(); }
+};
+
+// Empty when the set has no gold alignments or the model no attention over
+// the source.
+AttentionAlignment attention_alignment(models::TranslationModel& model, const TestSet& set,
+                                       const data::Tokenizer& tokenizer, const torch::Device& device);
+
+// The same read from occlusion importance (occlusion_importance: for every
+// kind, pure Mamba included), each target token aligned to the source token
+// whose occlusion changes its decoder state most: one forward pass per source
+// token of each example, so `max_sentences` > 0 stops after the example that
+// reaches that many sentences scored. `skipped` receives the sentences left
+// out. Zero counts when the set has no gold alignments.
+results::AlignmentCounts occlusion_alignment(models::TranslationModel& model, const TestSet& set,
+                                             const data::Tokenizer& tokenizer, const torch::Device& device,
+                                             int64_t max_sentences = 0, int64_t* skipped = nullptr);
 
 enum class ExplainMethod { kAttention, kOcclusion, kBoth };
 

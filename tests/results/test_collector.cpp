@@ -1477,3 +1477,68 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
     for (size_t c = 0; c + 1 < t->columns.size(); ++c)
       if (t->columns[c + 1].key.rfind("entity_consistency_p", 0) == 0) CHECK(t->columns[c].key == "entity_consistency");
 }
+
+TEST_CASE("collector: the alignment error rate, as a column and by layer", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  auto store_of = [&](const std::string& variant, std::vector<std::string> axis_values, int64_t seed) {
+    for (const Point& p : f.points)
+      if (p.variant == variant && (variant.empty() ? p.axis_values == axis_values : true) && p.seed == seed)
+        return (f.run / "exp" / p.id / "store.h5").string();
+    FAIL("no point " << variant << " of seed " << seed);
+    return std::string();
+  };
+  // by_layer: the aer of each layer, the last row all layers; alignment/aer the best layer's.
+  auto write_alignment = [&](const std::string& path, const std::vector<std::string>& layers, std::vector<double> aer) {
+    core::ExperimentStore store = core::ExperimentStore::open(path);
+    store.set_table("alignment/by_layer", table(layers, {"aer", "sentences"}, [&] {
+                      std::vector<double> v;
+                      for (double a : aer) v.insert(v.end(), {a, 40});
+                      return v;
+                    }()));
+    store.set_scalar("alignment/aer", *std::min_element(aer.begin(), aer.end() - 1));
+    store.set_scalar("alignment/aer_all_layers", aer.back());
+    store.set_scalar("alignment/occlusion_aer", aer.back() + 0.1);
+    store.commit();
+  };
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "out").string();
+  std::ostringstream log;
+  // Stores without alignment results: no column, no table.
+  CollectReport report = collect(o, log);
+  for (const ReportColumn& c : find_table(report, "baselines").columns) CHECK(c.key != "alignment_aer");
+  for (const ReportTable& t : report.tables) CHECK(t.name != "alignment_by_layer");
+
+  const std::vector<std::string> hybrid_layers = {"decoder.1.cross", "decoder.3.cross", "all layers"};
+  write_alignment(store_of("", {"0.125", "64"}, 1), hybrid_layers, {0.5, 0.3, 0.4});
+  write_alignment(store_of("", {"0.125", "64"}, 2), hybrid_layers, {0.6, 0.5, 0.5});
+  const std::vector<std::string> transformer_layers = {"decoder.0.cross", "decoder.1.cross", "all layers"};
+  write_alignment(store_of("transformer", {}, 1), transformer_layers, {0.7, 0.6, 0.65});
+  write_alignment(store_of("transformer", {}, 2), transformer_layers, {0.8, 0.6, 0.7});
+  report = collect(o, log);
+  const ReportTable& base = find_table(report, "baselines");
+  CHECK(cell(base, "base", "alignment_aer").mean == Approx(40));  // (30 + 50) / 2, in percent
+  CHECK(cell(base, "base", "alignment_aer").n == 2);
+  CHECK(cell(base, "transformer", "alignment_aer").mean == Approx(60));
+  CHECK(cell(base, "mamba", "alignment_aer").n == 0);  // no attention over the source
+  // Occlusion: every kind that has it (here, the two that wrote it).
+  CHECK(cell(base, "base", "occlusion_aer").mean == Approx(55));  // (40 + 50) / 2 + 10
+  CHECK(cell(base, "transformer", "occlusion_aer").mean == Approx(77.5));
+  // Lower is better.
+  CHECK(cell(base, "base", "alignment_aer").best);
+  CHECK_FALSE(cell(base, "transformer", "alignment_aer").best);
+  // The ablation tables get the column too.
+  CHECK(cell(find_table(report, "ablation_model.attention_ratio"), "0.125", "alignment_aer").mean == Approx(40));
+
+  const ReportTable& layers = find_table(report, "alignment_by_layer");
+  std::vector<std::string> keys;
+  for (const ReportColumn& c : layers.columns) keys.push_back(c.key);
+  CHECK(keys == std::vector<std::string>{"decoder.0.cross", "decoder.1.cross", "decoder.3.cross", "all layers"});
+  CHECK(cell(layers, "base", "decoder.3.cross").mean == Approx(40));
+  CHECK(cell(layers, "base", "decoder.0.cross").n == 0);
+  CHECK(cell(layers, "transformer", "decoder.1.cross").mean == Approx(60));
+  CHECK(cell(layers, "transformer", "decoder.0.cross").mean == Approx(75));
+  CHECK(cell(layers, "base", "decoder.1.cross").best);  // 55 < 60
+  CHECK(slurp(fs::path(o.out_dir) / "report.md").find("Alignment error rate by layer") != std::string::npos);
+}

@@ -157,6 +157,49 @@ TEST_CASE("data preparation is shared and keyed by the fields it depends on") {
   CHECK(q.tokenizer->vocab_size() == p.tokenizer->vocab_size());
 }
 
+TEST_CASE("gold word alignments: the synthetic test.align, <set>.align beside a test file, and bad ones refused") {
+  TempDir tmp;
+  const std::string set = tmp.path("sets/extra.tsv");
+  write_text(set, "ta bo .\tro bo .\td1\nen ka pi .\tun pi ka .\td1\nul .\that .\td2\n");
+  const core::ExperimentConfig c = train_test::tiny_config({{"data.test", "[\"" + set + "\"]"}});
+  // No extra.align: the extra set has no gold alignments; the synthetic set has its own.
+  train::PreparedData p = train::prepare_data(c, tmp.path("shared"));
+  REQUIRE(p.tests.size() == 2);
+  CHECK(p.tests[0].alignment_file == tmp.path("shared") + "/data/" + train::synthetic_key(c) + "/test.align");
+  REQUIRE(p.tests[0].alignments.size() == p.tests[0].corpus.documents.size());
+  CHECK(p.tests[0].alignments[0].size() == p.tests[0].corpus.documents[0].sentences.size());
+  CHECK(p.tests[1].alignments.empty());
+  CHECK(p.tests[1].alignment_file.empty());
+
+  write_text(tmp.path("sets/extra.align"), "0-0 1-1 2-2\n0-0 1-2 2-1 3-3\n0-0 1?1\n");
+  p = train::prepare_data(c, tmp.path("shared"));
+  CHECK(p.tests[1].alignment_file == tmp.path("sets/extra.align"));
+  REQUIRE(p.tests[1].alignments.size() == 2);
+  CHECK(data::format_alignment(p.tests[1].alignments[0][1]) == "0-0 1-2 2-1 3-3");
+  CHECK(data::format_alignment(p.tests[1].alignments[1][0]) == "0-0 1?1");
+  // `mambamt eval --test` reads them the same way.
+  CHECK((train::load_test_set(c, *p.tokenizer, set).alignments == p.tests[1].alignments));
+
+  // A link past the end of its sentence, and a line missing: errors naming the file and line.
+  write_text(tmp.path("sets/extra.align"), "0-0 1-1 2-2\n0-0 4-1\n0-0\n");
+  std::string msg;
+  try {
+    train::prepare_data(c, tmp.path("shared"));
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":2") && Catch::Contains("link 4-1"));
+  write_text(tmp.path("sets/extra.align"), "0-0 1-1 2-2\n0-0\n");
+  msg.clear();
+  try {
+    train::prepare_data(c, tmp.path("shared"));
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":3") &&
+                      Catch::Contains("2 alignment lines for a test set of 3 sentences"));
+}
+
 TEST_CASE("eval.max_examples caps test sentences: windowed, source-context and sentence-level models see the same text") {
   TempDir tmp;
   // The sentences an example translates (its source-side context left out).
@@ -235,7 +278,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   for (const char* k : {"test/bleu", "test/chrf", "test/chrfpp", "test/bleu_ci_low", "test/bleu_ci_high",
                         "test/chrf_ci_low", "test/chrf_ci_high", "contrastive/accuracy", "entities/recall",
                         "efficiency/params", "efficiency/train_tokens_per_s", "efficiency/decode_tokens_per_s",
-                        "efficiency/ms_per_token", "efficiency/peak_memory_mb", "valid/best_loss", "valid/best_step"}) {
+                        "efficiency/ms_per_token", "efficiency/peak_memory_mb", "valid/best_loss", "valid/best_step",
+                        "alignment/aer", "alignment/aer_all_layers"}) {
     INFO(k);
     REQUIRE(s.scalars.count(k));
     CHECK(std::isfinite(s.scalars[k]));
@@ -251,6 +295,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     CHECK(!t.rows.empty());
     return t;
   };
+  table("alignment/by_layer", {"aer", "precision", "recall", "links", "gold_links", "sentences"});
   auto by_len = table("test/by_length", {"bleu", "chrf", "n", "mean_src_len"});
   CHECK(by_len.rows == std::vector<std::string>{"1-8", "9-16", "17-32", "33+"});
   table("contrastive/by_pronoun", {"accuracy", "n"});

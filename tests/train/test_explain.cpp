@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -235,4 +236,85 @@ TEST_CASE("mambamt explain on tiny trained experiments: heatmaps, index.md, and 
   CommandResult usage = run_shell(mambamt_binary() + " explain --store " + mamba + " --method saliency < /dev/null");
   CHECK(usage.code == 2);
   CHECK(run_shell(mambamt_binary() + " explain < /dev/null").code == 2);
+}
+
+TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus aligns its words far better than "
+          "untrained, pure Mamba has none, and windows score their sentences once",
+          "[slow]") {
+  TempDir tmp;
+  // Only the parts that matter here: no contrastive, entity or extrapolation sets.
+  auto evaluated = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> ov) {
+    for (auto kv : std::vector<std::pair<std::string, std::string>>{{"data.synthetic.train_docs", "300"},
+                                                                    {"data.synthetic.test_docs", "15"},
+                                                                    {"eval.max_examples", "40"},
+                                                                    {"eval.contrastive", "false"},
+                                                                    {"eval.entity_recall", "false"},
+                                                                    {"eval.extrapolation", "false"},
+                                                                    {"eval.bootstrap_samples", "0"},
+                                                                    {"train.validate_every", "400"},
+                                                                    {"train.checkpoint_every", "400"}})
+      ov.push_back(kv);
+    train::RunOptions o;
+    o.exp_dir = tmp.path(name);
+    o.shared_dir = tmp.path("shared");
+    REQUIRE(train::run_experiment(train_test::tiny_config(ov), o).state == core::RunState::completed);
+    return core::ExperimentStore::read(o.exp_dir + "/store.h5");
+  };
+  const std::vector<std::pair<std::string, std::string>> transformer = {
+      {"model.kind", "\"transformer\""}, {"data.context_sentences", "1"}, {"train.lr", "2e-3"},
+      {"train.warmup_steps", "100"}};
+  auto with = [](std::vector<std::pair<std::string, std::string>> ov, const std::string& k, const std::string& v) {
+    ov.emplace_back(k, v);
+    return ov;
+  };
+  const core::StoreSnapshot trained = evaluated("trained", with(transformer, "train.max_steps", "1200"));
+  const core::StoreSnapshot untrained = evaluated("untrained", with(transformer, "train.max_steps", "4"));
+  for (const core::StoreSnapshot* s : {&trained, &untrained}) {
+    REQUIRE(s->tables.count("alignment/by_layer"));
+    const core::ResultTable& t = s->tables.at("alignment/by_layer");
+    CHECK(t.columns == std::vector<std::string>{"aer", "precision", "recall", "links", "gold_links", "sentences"});
+    // One row per decoder layer's cross-attention, all layers together, occlusion.
+    CHECK(t.rows == std::vector<std::string>{"decoder.0.cross", "decoder.1.cross", "all layers", "occlusion"});
+    double best = 1;
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      INFO(t.rows[r]);
+      CHECK(t.at(r, 0) >= 0);
+      CHECK(t.at(r, 0) <= 1);
+      CHECK(t.at(r, 5) == 40);  // every scored test sentence
+      CHECK(t.at(r, 4) > 40 * 4);
+      if (r < 2) best = std::min(best, t.at(r, 0));
+    }
+    CHECK(s->scalars.at("alignment/aer") == best);
+    CHECK(s->scalars.at("alignment/aer_all_layers") == t.at(2, 0));
+    CHECK(s->scalars.at("alignment/occlusion_aer") == t.at(3, 0));
+    CHECK_THAT(s->texts.at("alignment"), Catch::StartsWith("best layer decoder.") &&
+                                             Catch::Contains("40 sentences of test against ") &&
+                                             Catch::Contains("/test.align"));
+  }
+  INFO("trained AER " << trained.scalars.at("alignment/aer") << ", untrained " << untrained.scalars.at("alignment/aer")
+                      << "; by occlusion " << trained.scalars.at("alignment/occlusion_aer") << ", untrained "
+                      << untrained.scalars.at("alignment/occlusion_aer"));
+  CHECK(untrained.scalars.at("alignment/aer") > 0.7);
+  CHECK(trained.scalars.at("alignment/aer") < untrained.scalars.at("alignment/aer") - 0.1);
+  CHECK(trained.scalars.at("alignment/occlusion_aer") < untrained.scalars.at("alignment/occlusion_aer") - 0.1);
+
+  // Windows of two sentences: each sentence is scored once, inside its window.
+  const core::StoreSnapshot windows = evaluated("windows", {{"train.max_steps", "4"}});
+  REQUIRE(windows.tables.count("alignment/by_layer"));
+  const core::ResultTable& w = windows.tables.at("alignment/by_layer");
+  for (size_t r = 0; r < w.rows.size(); ++r) CHECK(w.at(r, 5) == 40);
+
+  // Pure Mamba: no attention over the source, its alignment by occlusion only.
+  const core::StoreSnapshot mamba = evaluated("mamba", {{"model.kind", "\"mamba\""}, {"train.max_steps", "4"}});
+  REQUIRE(mamba.tables.count("alignment/by_layer"));
+  CHECK(mamba.tables.at("alignment/by_layer").rows == std::vector<std::string>{"occlusion"});
+  CHECK(mamba.tables.at("alignment/by_layer").at(0, 5) == 40);
+  CHECK(mamba.scalars.count("alignment/aer") == 0);
+  CHECK(std::isfinite(mamba.scalars.at("alignment/occlusion_aer")));
+  CHECK_THAT(mamba.texts.at("alignment"), Catch::StartsWith("no attention over the source: occlusion only; 40 sentences"));
+
+  // eval.alignment = false: none at all.
+  const core::StoreSnapshot off = evaluated("off", {{"train.max_steps", "4"}, {"eval.alignment", "false"}});
+  CHECK(off.tables.count("alignment/by_layer") == 0);
+  CHECK(off.texts.count("alignment") == 0);
 }

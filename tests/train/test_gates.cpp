@@ -43,7 +43,7 @@ core::StoreSnapshot evaluate_into(train::LoadedExperiment& exp, const core::Expe
   {
     core::ExperimentStore store = core::ExperimentStore::create(path, ident);
     train::EvalParts parts;
-    parts.contrastive = parts.entities = parts.extrapolation = parts.efficiency = parts.explain = false;
+    parts.contrastive = parts.entities = parts.extrapolation = parts.efficiency = parts.explain = parts.alignment = false;
     train::evaluate(*exp.model, config, data, exp.device, store, dir + "/" + name, {}, parts);
     store.commit();
   }

@@ -1,0 +1,51 @@
+#pragma once
+// Alignment quality of attention against gold word alignments: the alignment
+// error rate of Och and Ney (2003), over sure links S and possible links P
+// (S a subset of P) and predicted links A,
+//
+//     AER = 1 - (|A n S| + |A n P|) / (|A| + |S|),   precision = |A n P| / |A|,
+//     recall = |A n S| / |S|,
+//
+// summed over a corpus before dividing (not averaged over sentences). With
+// sure links only (the synthetic corpus), AER = 1 - F1.
+//
+// Predicted links come from an attention map the way attention is read as an
+// alignment in the NMT literature (Garg et al. 2019): each target token is
+// aligned to the source token it attends to most, and two words are aligned
+// when any of their subword tokens are.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace mambamt::results {
+
+// A word link (source word, target word), 0-based.
+using Link = std::pair<int32_t, int32_t>;
+
+struct AlignmentCounts {
+  int64_t predicted = 0;      // |A|
+  int64_t sure = 0;           // |S|
+  int64_t sure_hits = 0;      // |A n S|
+  int64_t possible_hits = 0;  // |A n P|
+  int64_t sentences = 0;
+  void add(const AlignmentCounts& o);
+  double aer() const;        // NaN when |A| + |S| = 0
+  double precision() const;  // NaN when |A| = 0
+  double recall() const;     // NaN when |S| = 0
+};
+
+// Scores one sentence: `predicted` links (duplicates count once) against the
+// gold `sure` and `possible` links (possible need not repeat the sure ones).
+AlignmentCounts score_alignment(const std::vector<Link>& predicted, const std::vector<Link>& sure,
+                                const std::vector<Link>& possible);
+
+// The word links of one attention map `weights` (rows x cols, row-major): row
+// r is the target token whose word is tgt_word[r], column c the source token
+// whose word is src_word[c]; -1 marks tokens outside the sentence (context
+// sentences, separators, eos). Each row inside the sentence is aligned to its
+// largest column; a row whose largest column is outside the sentence gives no
+// link. Sorted, without duplicates.
+std::vector<Link> argmax_alignment(const float* weights, int64_t rows, int64_t cols,
+                                   const std::vector<int32_t>& tgt_word, const std::vector<int32_t>& src_word);
+
+}  // namespace mambamt::results
