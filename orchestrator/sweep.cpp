@@ -298,6 +298,7 @@ class Coordinator {
       }
       dispatch();
       reap_sends();
+      if (busy_count() == 0 && !stopping_) leave_to_other_jobs();
       if (busy_count() == 0 && (queue_.empty() || stopping_)) break;
       if (!progressed) nap();
     }
@@ -371,6 +372,21 @@ class Coordinator {
     if (waiting_.insert(i).second)
       log("wait " + describe(i) + ": it shares the training of " + describe(*e.twin) + ", running in another job");
     return true;
+  }
+
+  // With nothing running here and every point left waiting for a twin that
+  // another job trains, this job has nothing to do but wait: it leaves them to
+  // that job (which evaluates them when their twin is trained, as its own)
+  // and ends, instead of holding its allocation idle until then.
+  void leave_to_other_jobs() {
+    if (queue_.empty() || opt_.simulate_ms >= 0) return;
+    for (size_t i : queue_)
+      if (!twin_in_training(i) || !elsewhere_[i].twin) return;
+    for (size_t i : queue_) {
+      ++summary_.elsewhere;
+      log("leave " + describe(i) + " to the job training " + describe(*elsewhere_[i].twin));
+    }
+    queue_.clear();
   }
 
   // The directory of a completed point of the same training as point i, or "".

@@ -448,7 +448,8 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   CHECK(run_shell(mambamt_binary() + " status " + s.run_dir).output.find("older mambamt") == std::string::npos);
 }
 
-TEST_CASE("a point whose twin another job is training waits for it, then shares its training", "[orchestrator][mpi]") {
+TEST_CASE("a point whose twin another job is training is left to that job, which shares the training with it",
+          "[orchestrator][mpi]") {
   Sweep s("[grid]\neval.beam_size = [1, 2]\n", "seeds = [1]\nretries = 0\n", 300, 10);
   // Job A trains one of the two (the other waits in A too); job B starts while it does.
   pid_t a = spawn(mpirun(1) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("a.log"));
@@ -462,15 +463,20 @@ TEST_CASE("a point whose twin another job is training waits for it, then shares 
   CHECK(a_code == 0);
   CHECK_THAT(b.output, Catch::Contains("shares the training of " + training) &&
                            Catch::Contains("running in another job"));
-  // One training: the other point evaluated the trained checkpoints.
+  // One training: the other point evaluated the trained checkpoints, in job A:
+  // B, with nothing else to do, left it to A instead of idling until then.
   auto all = stores(s.run_dir);
   REQUIRE(all.size() == 2);
   for (auto& [id, st] : all) {
     INFO(id);
     CHECK(st.status.state == core::RunState::completed);
-    if (id == training)
+    if (id == training) {
       CHECK(st.texts.count("training") == 0);
-    else
+    } else {
       CHECK_THAT(st.texts.at("training"), Catch::StartsWith("shared with experiment " + training));
+      CHECK_THAT(b.output, Catch::Contains("leave " + id) && Catch::Contains("to the job training " + training));
+      CHECK(b.output.find("start " + id) == std::string::npos);
+      CHECK_THAT(a_log, Catch::Contains("start " + id));
+    }
   }
 }
