@@ -666,8 +666,8 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
   add(gates_table(view));
   add(breakdown_table(view, "alignment_by_layer", "Alignment error rate by layer",
                       "Alignment error rate (%, lower is better) of each layer's attention over the source (mean over "
-                      "its heads; all layers: their mean), teacher-forced on the references of the first test set, "
-                      "against its gold word alignments",
+                      "its heads; all layers: their mean), and of occlusion, teacher-forced on the references "
+                      "of the first test set with gold word alignments",
                       "alignment/by_layer", "aer", 100, 1, "model.cross_attn_every", Better::kLower));
   return tables;
 }

@@ -564,16 +564,19 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
   }
 
   if (stop()) return false;
-  if (parts.alignment && e.alignment && !data.tests.empty() && !data.tests[0].alignments.empty()) {
+  const auto gold = std::find_if(data.tests.begin(), data.tests.end(),
+                                 [](const TestSet& t) { return !t.alignments.empty(); });
+  if (parts.alignment && e.alignment && gold != data.tests.end()) {
     // Word alignments read from the attention over the source (each layer's,
     // and all layers' together) and from occlusion (every kind), scored
-    // against the first test set's gold alignments.
-    const TestSet& t = data.tests[0];
+    // against the gold alignments of the first test set that has them.
+    const TestSet& t = *gold;
     const auto t0 = Clock::now();
     const AttentionAlignment a = attention_alignment(model, t, tok, device);
     int64_t skipped = 0;
     const results::AlignmentCounts occlusion =
         occlusion_alignment(model, t, tok, device, kOcclusionAlignmentSentences, &skipped);
+    if (!a.empty()) skipped = a.skipped;  // over every example, not only those occlusion read
     core::ResultTable table;
     table.columns = {"aer", "precision", "recall", "links", "gold_links", "sentences"};
     auto add_row = [&table](const std::string& name, const results::AlignmentCounts& n) {
@@ -597,8 +600,9 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
                        (occlusion.sentences < a.all_layers.sentences
                             ? " (occlusion: the first " + std::to_string(occlusion.sentences) + ")"
                             : "") +
-                       (skipped > 0 ? ", " + std::to_string(skipped) + " left out (tokens that do not split into the words)"
-                                    : "");
+                       (skipped > 0
+                            ? ", " + std::to_string(skipped) + " left out (tokens that do not split into the words)"
+                            : "");
     if (!a.empty()) {
       // The best layer's, the way attention alignments are usually reported
       // (chosen on this set, so an optimistic estimate; by_layer has the rest).

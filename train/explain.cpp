@@ -91,10 +91,6 @@ std::string numbered(size_t n) {
   return s.str();
 }
 
-}  // namespace
-
-namespace {
-
 // [begin, end) of each part of `ids` between separators.
 std::vector<std::pair<size_t, size_t>> parts_between(const std::vector<int32_t>& ids, int32_t sep) {
   std::vector<std::pair<size_t, size_t>> out;
@@ -184,7 +180,8 @@ AttentionAlignment attention_alignment(models::TranslationModel& model, const Te
       out.by_layer.resize(maps.layers.size());
     }
     const torch::Tensor per_layer = maps.weights.mean(1);  // (L,T,S)
-    for (size_t l = 0; l < out.by_layer.size(); ++l) out.by_layer[l].add(score_map(per_layer[static_cast<int64_t>(l)], scored));
+    for (size_t l = 0; l < out.by_layer.size(); ++l)
+      out.by_layer[l].add(score_map(per_layer[static_cast<int64_t>(l)], scored));
     out.all_layers.add(score_map(per_layer.mean(0), scored));
   }
   return out;

@@ -15,6 +15,8 @@
 #include "core/store.h"
 #include "models/registry.h"
 #include "models/search.h"
+#include "data/alignment.h"
+#include "data/synthetic.h"
 #include "train/experiment.h"
 #include "train/explain.h"
 #include "train_helpers.h"
@@ -242,22 +244,23 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
           "untrained, pure Mamba has none, and windows score their sentences once",
           "[slow]") {
   TempDir tmp;
-  // Only the parts that matter here: no contrastive, entity or extrapolation sets.
-  auto evaluated = [&](const std::string& name, std::vector<std::pair<std::string, std::string>> ov) {
-    for (auto kv : std::vector<std::pair<std::string, std::string>>{{"data.synthetic.train_docs", "300"},
-                                                                    {"data.synthetic.test_docs", "15"},
-                                                                    {"eval.max_examples", "40"},
-                                                                    {"eval.contrastive", "false"},
-                                                                    {"eval.entity_recall", "false"},
-                                                                    {"eval.extrapolation", "false"},
-                                                                    {"eval.bootstrap_samples", "0"},
-                                                                    {"train.validate_every", "400"},
-                                                                    {"train.checkpoint_every", "400"}})
-      ov.push_back(kv);
+  // Only the parts that matter here: no contrastive, entity or extrapolation
+  // sets. `ov` comes last, so it may override these.
+  auto evaluated = [&](const std::string& name, const std::vector<std::pair<std::string, std::string>>& ov) {
+    std::vector<std::pair<std::string, std::string>> all = {{"data.synthetic.train_docs", "300"},
+                                                            {"data.synthetic.test_docs", "15"},
+                                                            {"eval.max_examples", "40"},
+                                                            {"eval.contrastive", "false"},
+                                                            {"eval.entity_recall", "false"},
+                                                            {"eval.extrapolation", "false"},
+                                                            {"eval.bootstrap_samples", "0"},
+                                                            {"train.validate_every", "400"},
+                                                            {"train.checkpoint_every", "400"}};
+    all.insert(all.end(), ov.begin(), ov.end());
     train::RunOptions o;
     o.exp_dir = tmp.path(name);
     o.shared_dir = tmp.path("shared");
-    REQUIRE(train::run_experiment(train_test::tiny_config(ov), o).state == core::RunState::completed);
+    REQUIRE(train::run_experiment(train_test::tiny_config(all), o).state == core::RunState::completed);
     return core::ExperimentStore::read(o.exp_dir + "/store.h5");
   };
   const std::vector<std::pair<std::string, std::string>> transformer = {
@@ -312,6 +315,34 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
   CHECK(mamba.scalars.count("alignment/aer") == 0);
   CHECK(std::isfinite(mamba.scalars.at("alignment/occlusion_aer")));
   CHECK_THAT(mamba.texts.at("alignment"), Catch::StartsWith("no attention over the source: occlusion only; 40 sentences"));
+
+  // The first test set that has gold alignments is the one scored: here the
+  // second of data.test (the synthetic corpus's files read as TSV files).
+  {
+    data::SyntheticOptions so;
+    so.train_docs = 300;
+    so.test_docs = 15;
+    so.min_sentences = 3;
+    so.max_sentences = 5;
+    so.vocab_size = 30;
+    so.entities = 10;
+    so.valid_docs = 4;
+    const data::SyntheticCorpus gold = data::generate_synthetic(so);
+    data::write_tsv(gold.test, tmp.path("sets/gold.tsv"));
+    data::write_alignments(gold.test_alignments, tmp.path("sets/gold.align"));
+    data::write_tsv(gold.test, tmp.path("sets/plain.tsv"));
+    data::write_tsv(gold.train, tmp.path("sets/train.tsv"));
+    data::write_tsv(gold.valid, tmp.path("sets/valid.tsv"));
+    const core::StoreSnapshot second = evaluated(
+        "second", {{"train.max_steps", "4"},
+                   {"data.corpus", "\"tsv\""},
+                   {"data.train", "\"" + tmp.path("sets/train.tsv") + "\""},
+                   {"data.valid", "\"" + tmp.path("sets/valid.tsv") + "\""},
+                   {"data.test", "[\"" + tmp.path("sets/plain.tsv") + "\", \"" + tmp.path("sets/gold.tsv") + "\"]"}});
+    CHECK(second.scalars.count("plain/bleu") == 1);
+    CHECK_THAT(second.texts.at("alignment"),
+               Catch::Contains("40 sentences of gold against " + tmp.path("sets/gold.align")));
+  }
 
   // eval.alignment = false: none at all.
   const core::StoreSnapshot off = evaluated("off", {{"train.max_steps", "4"}, {"eval.alignment", "false"}});
