@@ -360,8 +360,9 @@ ReportTable baseline_table(const SweepView& view) {
   return t;
 }
 
-// Rows of a breakdown table: one per model, with the CAT-N axis's rows for the
-// length tables (CAT-N is there for length generalisation).
+// Rows of a breakdown table: one per model, with the rows of the axis
+// `axis_key` when the grid has it (CAT-N for the length tables: CAT-N is there
+// for length generalisation; cross_attn_every for the alignment table).
 std::vector<const PointGroup*> breakdown_rows(const SweepView& view, const std::string& axis_key) {
   std::vector<const PointGroup*> rows = view.models;
   if (axis_key.empty()) return rows;
