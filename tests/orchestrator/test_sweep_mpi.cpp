@@ -480,3 +480,60 @@ TEST_CASE("a point whose twin another job is training is left to that job, which
     }
   }
 }
+
+TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops between parts, the store keeps its "
+          "older results, and the next --reevaluate does it",
+          "[orchestrator][mpi]") {
+  // One point whose evaluation takes long enough to be signalled in: a wider
+  // model decoding 200 test documents with a beam of 4.
+  Sweep s("[grid]\nmodel.d_model = [192]\ndata.synthetic.test_docs = [200]\neval.max_examples = [0]\n"
+          "eval.beam_size = [4]\n",
+          "seeds = [1]\nretries = 0\ncheckpoint_signal = \"USR2\"\n", 4, 2);
+  auto first = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(first.output.substr(first.output.size() > 3000 ? first.output.size() - 3000 : 0));
+  REQUIRE(first.code == 0);
+  auto before = stores(s.run_dir);
+  REQUIRE(before.size() == 1);
+  const std::string id = before.begin()->first;
+  const double bleu = before.begin()->second.scalars.at("test/bleu");
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(s.run_dir + "/exp/" + id + "/store.h5");
+    store.set_scalar("evaluation/version", 0);
+    store.set_scalar("test/bleu", -1);
+    store.commit();
+  }
+  // exec: the signal goes to mpirun itself, not to a shell around it.
+  const pid_t job = spawn("exec env " + mpirun(2) + mambamt_binary() + " sweep " + s.grid_path + " --reevaluate",
+                          s.tmp.path("again.log"));
+  // Signalled once the evaluation is under way (mpirun passes USR2 on to the ranks).
+  bool started = false;
+  for (int i = 0; i < 1200 && !started; ++i) {
+    started = read_text(s.tmp.path("again.log")).find("/exp/" + id + " with parameters from") != std::string::npos;
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(started);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(job, SIGUSR2);
+  const int code = wait_exit(job, 300);
+  wait_ranks_gone();
+  const std::string log = read_text(s.tmp.path("again.log"));
+  INFO(log.substr(log.size() > 4000 ? log.size() - 4000 : 0));
+  CHECK(code == 3);
+  CHECK_THAT(log, Catch::Contains("evaluation of " + id) && Catch::Contains("stopped") &&
+                      Catch::Contains("--reevaluate starts it again"));
+  // Still completed, its training as it was, and still of the older evaluation.
+  core::StoreSnapshot mid = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
+  CHECK(mid.status.state == core::RunState::completed);
+  CHECK(mid.status.step == before.at(id).status.step);
+  CHECK(mid.scalars.at("evaluation/version") == 0);
+  CHECK_THAT(run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run").output,
+             Catch::Contains("1 completed point(s) evaluated by an older mambamt"));
+
+  auto again = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path + " --reevaluate");
+  INFO(again.output.substr(again.output.size() > 3000 ? again.output.size() - 3000 : 0));
+  REQUIRE(again.code == 0);
+  core::StoreSnapshot after = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
+  CHECK(after.status.state == core::RunState::completed);
+  CHECK(after.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  CHECK(after.scalars.at("test/bleu") == bleu);
+}
