@@ -59,6 +59,8 @@ for t in test_kernels test_models; do
   timeout "$(($(left) - 30))" "$BUILD_DIR/tests/$t" "[cuda]" >"$LOGS/$t-cuda.log" 2>&1 || status=1
   grep -E -B2 -A12 "FAILED|REQUIRE|CHECK\(|error|Error" "$LOGS/$t-cuda.log" | head -60
   tail -4 "$LOGS/$t-cuda.log"
+  # The test cases return early (a warning) without a device: that is no pass.
+  if grep -q "no CUDA device" "$LOGS/$t-cuda.log"; then echo "$t saw no CUDA device: its [cuda] tests did not run"; status=1; fi
 done
 
 stage "bench decode --device cuda"
