@@ -227,7 +227,8 @@ Command eval_command() {
   spec.description =
       "Without --test: the whole suite on the experiment's own sets (BLEU, chrF, chrF++ with bootstrap\n"
       "intervals, quality by length, COMET when comet-score is on PATH, contrastive accuracy, entity recall\n"
-      "and consistency, length extrapolation, efficiency). With --test: those files only. Parameters (--weights\n"
+      "and consistency, length extrapolation, alignment error rate against gold alignments, efficiency). With\n"
+      "--test: those files only (their scores, and the --contrastive sets). Parameters (--weights\n"
       "default): the mean of the last eval.average_last checkpoints, else best.h5, else the newest checkpoint.\n"
       "Hypotheses go to DIR/hyp/.\n"
       "On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the searches' steps from CUDA graphs\n"
