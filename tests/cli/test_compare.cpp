@@ -52,6 +52,17 @@ std::string experiment(TempDir& tmp, const std::string& id, const std::vector<st
   return dir;
 }
 
+// A sentence-level experiment (aaaa...) and its document-level twin (bbbb...,
+// the same references joined in pairs, both translated alike): their test
+// segments differ, so BLEU and chrF have no paired test.
+std::pair<std::string, std::string> sentence_and_document_twins(TempDir& tmp) {
+  const std::vector<std::string> refs = references();
+  std::vector<std::string> passages;
+  for (size_t i = 0; i + 1 < refs.size(); i += 2) passages.push_back(refs[i] + " " + refs[i + 1]);
+  return {experiment(tmp, "aaaaaaaaaaaa", translations(2, refs), refs),
+          experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages)};
+}
+
 }  // namespace
 
 TEST_CASE("mambamt compare: scores, differences and p-values of two stores on the same segments", "[cli]") {
@@ -118,13 +129,10 @@ TEST_CASE("mambamt compare: scores, differences and p-values of two stores on th
 
 TEST_CASE("mambamt compare: contrastive accuracy of a document-level model against its sentence-level twin", "[cli]") {
   TempDir tmp;
-  const std::vector<std::string> refs = references();
   // The twins were scored on other test segments (passages against sentences),
   // so BLEU and chrF have no paired test, but the contrastive examples are the same.
-  std::vector<std::string> passages;
-  for (size_t i = 0; i + 1 < refs.size(); i += 2) passages.push_back(refs[i] + " " + refs[i + 1]);
-  const std::string sent = experiment(tmp, "aaaaaaaaaaaa", translations(2, refs), refs);
-  const std::string doc = experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages);
+  const auto [sent, doc] = sentence_and_document_twins(tmp);
+  const std::vector<std::string> refs = references();
   // 100 examples, antecedent distance i % 4: the sentence-level model right on
   // every other one, the document-level one on 9 in 10.
   auto outcomes = [](const std::string& dir, int wrong_every, const std::string& set, int distances = 4) {
@@ -199,11 +207,8 @@ TEST_CASE("mambamt compare: contrastive accuracy of a document-level model again
 
 TEST_CASE("mambamt compare: entity consistency over the same documents, documents resampled", "[cli]") {
   TempDir tmp;
+  const auto [sent, doc] = sentence_and_document_twins(tmp);
   const std::vector<std::string> refs = references();
-  std::vector<std::string> passages;
-  for (size_t i = 0; i + 1 < refs.size(); i += 2) passages.push_back(refs[i] + " " + refs[i + 1]);
-  const std::string sent = experiment(tmp, "aaaaaaaaaaaa", translations(2, refs), refs);
-  const std::string doc = experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages);
   // 40 documents with two repeated entities each, both rendered: consistent on
   // `consistent` of them.
   auto counts = [](const std::string& dir, int consistent, int rendered, const std::string& text) {

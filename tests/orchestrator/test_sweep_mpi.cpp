@@ -133,6 +133,15 @@ FileId file_id(const std::string& path) {
   return {st.st_ino, st.st_mtim};
 }
 
+// Leaves a completed store as an older mambamt would have: evaluation version
+// 0 and a BLEU that this evaluation does not compute.
+void make_evaluated_by_older(const std::string& store_path) {
+  core::ExperimentStore store = core::ExperimentStore::open(store_path);
+  store.set_scalar("evaluation/version", 0);
+  store.set_scalar("test/bleu", -1);
+  store.commit();
+}
+
 }  // namespace
 
 TEST_CASE("4 ranks run a 12-point grid: every point completes exactly once", "[orchestrator][mpi]") {
@@ -394,12 +403,7 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   std::string current;
   for (auto& [id, st] : before)
     if (id != old_ids[0] && id != old_ids[1]) current = id;
-  for (const std::string& id : old_ids) {
-    core::ExperimentStore store = core::ExperimentStore::open(s.run_dir + "/exp/" + id + "/store.h5");
-    store.set_scalar("evaluation/version", 0);
-    store.set_scalar("test/bleu", -1);
-    store.commit();
-  }
+  for (const std::string& id : old_ids) make_evaluated_by_older(s.run_dir + "/exp/" + id + "/store.h5");
   const FileId untouched = file_id(s.run_dir + "/exp/" + current + "/store.h5");
 
   auto dry = run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run");
@@ -496,12 +500,7 @@ TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops betwe
   REQUIRE(before.size() == 1);
   const std::string id = before.begin()->first;
   const double bleu = before.begin()->second.scalars.at("test/bleu");
-  {
-    core::ExperimentStore store = core::ExperimentStore::open(s.run_dir + "/exp/" + id + "/store.h5");
-    store.set_scalar("evaluation/version", 0);
-    store.set_scalar("test/bleu", -1);
-    store.commit();
-  }
+  make_evaluated_by_older(s.run_dir + "/exp/" + id + "/store.h5");
   // exec: the signal goes to mpirun itself, not to a shell around it.
   const pid_t job = spawn("exec env " + mpirun(2) + mambamt_binary() + " sweep " + s.grid_path + " --reevaluate",
                           s.tmp.path("again.log"));
