@@ -39,7 +39,9 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //   1  entities/by_document and data.entities; eval.max_examples counts test
 //      sentences (2026-11-27)
 //   2  alignment/* (attention against gold word alignments, 2026-11-27)
-inline constexpr int64_t kEvaluationVersion = 2;
+//   3  alignment/aer of a layer chosen on the other half of the sentences,
+//      alignment/aer_best_layer the best layer's (2026-11-27)
+inline constexpr int64_t kEvaluationVersion = 3;
 
 const char* to_string(RunState s);
 RunState run_state_from(const std::string& s);  // throws Error on an unknown name

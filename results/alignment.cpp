@@ -1,6 +1,7 @@
 #include "results/alignment.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -62,6 +63,28 @@ std::vector<Link> argmax_alignment(const float* weights, int64_t rows, int64_t c
     if (w >= 0) links.emplace(w, tgt_word[static_cast<size_t>(r)]);
   }
   return {links.begin(), links.end()};
+}
+
+int64_t best_layer(const std::vector<AlignmentCounts>& by_layer) {
+  int64_t best = -1;
+  for (size_t l = 0; l < by_layer.size(); ++l) {
+    const double aer = by_layer[l].aer();
+    if (std::isfinite(aer) && (best < 0 || aer < by_layer[static_cast<size_t>(best)].aer()))
+      best = static_cast<int64_t>(l);
+  }
+  return best;
+}
+
+HeldOutLayer held_out_layer(const std::array<std::vector<AlignmentCounts>, 2>& halves) {
+  if (halves[0].size() != halves[1].size())
+    throw std::invalid_argument("held_out_layer: the two halves have different numbers of layers");
+  HeldOutLayer out;
+  for (size_t h = 0; h < 2; ++h) {
+    const int64_t l = best_layer(halves[1 - h]);
+    out.chosen[h] = l;
+    if (l >= 0) out.counts.add(halves[h][static_cast<size_t>(l)]);
+  }
+  return out;
 }
 
 }  // namespace mambamt::results

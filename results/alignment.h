@@ -13,6 +13,7 @@
 // alignment in the NMT literature (Garg et al. 2019): each target token is
 // aligned to the source token it attends to most, and two words are aligned
 // when any of their subword tokens are.
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -47,5 +48,22 @@ AlignmentCounts score_alignment(const std::vector<Link>& predicted, const std::v
 // link. Sorted, without duplicates.
 std::vector<Link> argmax_alignment(const float* weights, int64_t rows, int64_t cols,
                                    const std::vector<int32_t>& tgt_word, const std::vector<int32_t>& src_word);
+
+// The layer with the lowest AER in `by_layer` (the first of equals); -1 when
+// no layer has a finite one.
+int64_t best_layer(const std::vector<AlignmentCounts>& by_layer);
+
+// A layer chosen without looking at the sentences it is scored on: two-fold
+// cross-validation. `halves[h][l]` holds layer l's counts on half h of a
+// set's sentences; each half is scored at the layer best on the other half
+// (best_layer) and the two halves' counts are summed. The best layer of the
+// whole set is an optimistic estimate, the more so the more layers a model
+// has to choose from; this one is not. A half whose other half has no finite
+// AER (no sentences) is left out (chosen -1).
+struct HeldOutLayer {
+  AlignmentCounts counts;
+  std::array<int64_t, 2> chosen{-1, -1};  // the layer each half was scored at
+};
+HeldOutLayer held_out_layer(const std::array<std::vector<AlignmentCounts>, 2>& halves);
 
 }  // namespace mambamt::results

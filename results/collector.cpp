@@ -60,7 +60,8 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
     defs.push_back({"entity_consistency", "Entity consistency (%)", "entities/consistency", 100, 1, Better::kHigher,
                     1, ""});
   // Alignment error rate of the attention over the source (stores since
-  // 2026-11-27 with gold alignments; blank for kinds without such attention).
+  // 2026-11-27 with gold alignments; blank for kinds without such attention):
+  // the layer chosen on the other half of the sentences.
   if (any_value("alignment/aer"))
     defs.push_back({"alignment_aer", "AER (%)", "alignment/aer", 100, 1, Better::kLower, 1, ""});
   // The same read from occlusion, for every kind (pure Mamba included).
@@ -667,7 +668,8 @@ std::vector<ReportTable> build_tables(const SweepData& sweep, const std::string&
   add(gates_table(view));
   add(breakdown_table(view, "alignment_by_layer", "Alignment error rate by layer",
                       "Alignment error rate (%, lower is better) of each layer's attention over the source (mean over "
-                      "its heads; all layers: their mean), and of occlusion, teacher-forced on the references "
+                      "its heads; all layers: their mean; held-out layer: each half of the sentences at the layer best on the "
+                      "other half), and of occlusion, teacher-forced on the references "
                       "of the first test set with gold word alignments",
                       "alignment/by_layer", "aer", 100, 1, "model.cross_attn_every", Better::kLower));
   return tables;

@@ -585,13 +585,15 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
                        static_cast<double>(n.sure), static_cast<double>(n.sentences)})
         table.values.push_back(v);
     };
-    size_t best = 0;
-    for (size_t l = 0; l < a.layers.size(); ++l) {
-      add_row(a.layers[l], a.by_layer[l]);
-      const double aer = a.by_layer[l].aer();
-      if (std::isfinite(aer) && !(aer >= a.by_layer[best].aer())) best = l;
+    for (size_t l = 0; l < a.layers.size(); ++l) add_row(a.layers[l], a.by_layer[l]);
+    // The layer reported: chosen on the other half of the sentences, so that
+    // a model with more layers to choose from is not favoured by the choice.
+    const results::HeldOutLayer held = results::held_out_layer(a.halves);
+    const int64_t best = results::best_layer(a.by_layer);
+    if (!a.empty()) {
+      add_row("all layers", a.all_layers);
+      add_row("held-out layer", held.counts);
     }
-    if (!a.empty()) add_row("all layers", a.all_layers);
     add_row("occlusion", occlusion);
     store.set_table("alignment/by_layer", table);
     store.set_scalar("alignment/occlusion_aer", occlusion.aer());
@@ -604,14 +606,17 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
                             ? ", " + std::to_string(skipped) + " left out (tokens that do not split into the words)"
                             : "");
     if (!a.empty()) {
-      // The best layer's, the way attention alignments are usually reported
-      // (chosen on this set, so an optimistic estimate; by_layer has the rest).
-      store.set_scalar("alignment/aer", a.by_layer[best].aer());
+      auto layer_name = [&a](int64_t l) { return l < 0 ? std::string("none") : a.layers[static_cast<size_t>(l)]; };
+      store.set_scalar("alignment/aer", held.counts.aer());
+      store.set_scalar("alignment/aer_best_layer", best < 0 ? kNaN : a.by_layer[static_cast<size_t>(best)].aer());
       store.set_scalar("alignment/aer_all_layers", a.all_layers.aer());
-      note = "best layer " + a.layers[best] + "; " + note;
-      spdlog::info("alignment: AER {:.3f} (best layer {}), {:.3f} over all layers, {:.3f} by occlusion; {} sentences "
-                   "({:.1f} s)",
-                   a.by_layer[best].aer(), a.layers[best], a.all_layers.aer(), occlusion.aer(), occlusion.sentences,
+      note = "held-out layer: " + layer_name(held.chosen[0]) + " for the even sentences, " +
+             layer_name(held.chosen[1]) + " for the odd (each chosen on the other half); best layer " +
+             layer_name(best) + "; " + note;
+      spdlog::info("alignment: AER {:.3f} (held-out layer; best layer {} {:.3f}), {:.3f} over all layers, {:.3f} by "
+                   "occlusion; {} sentences ({:.1f} s)",
+                   held.counts.aer(), layer_name(best), best < 0 ? kNaN : a.by_layer[static_cast<size_t>(best)].aer(),
+                   a.all_layers.aer(), occlusion.aer(), occlusion.sentences,
                    std::chrono::duration<double>(Clock::now() - t0).count());
     } else {
       note = "no attention over the source: occlusion only; " + note;

@@ -1,5 +1,6 @@
 #include "train/explain.h"
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -109,12 +110,24 @@ std::vector<std::pair<size_t, size_t>> parts_between(const std::vector<int32_t>&
 struct ScoredSentence {
   std::vector<int32_t> tgt_word, src_word;
   std::vector<results::Link> sure, possible;
+  int half = 0;  // the parity of its index among the set's sentences
 };
+
+// The index of each document's first sentence among the sentences of `set`.
+std::vector<int64_t> first_sentences(const TestSet& set) {
+  std::vector<int64_t> first;
+  int64_t n = 0;
+  for (const data::Document& d : set.corpus.documents) {
+    first.push_back(n);
+    n += static_cast<int64_t>(d.sentences.size());
+  }
+  return first;
+}
 
 // The sentences of `ex` that have gold alignments and tokens that split into
 // their words (the others are counted in `skipped`).
 std::vector<ScoredSentence> scored_sentences(const data::Example& ex, const TestSet& set, const data::Tokenizer& tok,
-                                             int64_t& skipped) {
+                                             const std::vector<int64_t>& first, int64_t& skipped) {
   const int32_t sep = tok.specials().sep;
   std::vector<std::pair<int32_t, int32_t>> sentences;  // (document, sentence) in example order
   for (const data::Span& span : ex.spans)
@@ -148,17 +161,20 @@ std::vector<ScoredSentence> scored_sentences(const data::Example& ex, const Test
     for (size_t p = t0; p < t1; ++p) sc.tgt_word[p] = tw[p - t0];
     for (const data::WordLink& l : set.alignments[static_cast<size_t>(d)][static_cast<size_t>(i)])
       (l.sure ? sc.sure : sc.possible).emplace_back(l.src, l.tgt);
+    sc.half = static_cast<int>((first[static_cast<size_t>(d)] + i) % 2);
     out.push_back(std::move(sc));
   }
   return out;
 }
 
-// Scores the sentences of one example on one (T,S) float map.
-results::AlignmentCounts score_map(const torch::Tensor& map, const std::vector<ScoredSentence>& sentences) {
+// Scores the sentences of one example on one (T,S) float map, into the
+// counts of each sentence's half.
+std::array<results::AlignmentCounts, 2> score_map(const torch::Tensor& map,
+                                                  const std::vector<ScoredSentence>& sentences) {
   const torch::Tensor m = map.to(torch::kCPU, torch::kFloat).contiguous();
-  results::AlignmentCounts n;
+  std::array<results::AlignmentCounts, 2> n;
   for (const ScoredSentence& sc : sentences)
-    n.add(results::score_alignment(
+    n[static_cast<size_t>(sc.half)].add(results::score_alignment(
         results::argmax_alignment(m.data_ptr<float>(), m.size(0), m.size(1), sc.tgt_word, sc.src_word), sc.sure,
         sc.possible));
   return n;
@@ -170,19 +186,26 @@ AttentionAlignment attention_alignment(models::TranslationModel& model, const Te
                                        const data::Tokenizer& tok, const torch::Device& device) {
   AttentionAlignment out;
   if (set.alignments.empty() || !model.has_source_attention()) return out;
+  const std::vector<int64_t> first = first_sentences(set);
   for (const data::Example& ex : set.examples) {
-    const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, out.skipped);
+    const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, first, out.skipped);
     if (scored.empty()) continue;
     const AttentionMaps maps = attention_maps(model, SentencePair{ex.src, ex.tgt}, tok.specials(), device);
     if (maps.empty()) return AttentionAlignment{};
     if (out.layers.empty()) {
       out.layers = maps.layers;
       out.by_layer.resize(maps.layers.size());
+      for (auto& h : out.halves) h.resize(maps.layers.size());
     }
     const torch::Tensor per_layer = maps.weights.mean(1);  // (L,T,S)
-    for (size_t l = 0; l < out.by_layer.size(); ++l)
-      out.by_layer[l].add(score_map(per_layer[static_cast<int64_t>(l)], scored));
-    out.all_layers.add(score_map(per_layer.mean(0), scored));
+    for (size_t l = 0; l < out.by_layer.size(); ++l) {
+      const auto n = score_map(per_layer[static_cast<int64_t>(l)], scored);
+      for (size_t h = 0; h < 2; ++h) {
+        out.halves[h][l].add(n[h]);
+        out.by_layer[l].add(n[h]);
+      }
+    }
+    for (const results::AlignmentCounts& n : score_map(per_layer.mean(0), scored)) out.all_layers.add(n);
   }
   return out;
 }
@@ -193,11 +216,14 @@ results::AlignmentCounts occlusion_alignment(models::TranslationModel& model, co
   results::AlignmentCounts out;
   int64_t left_out = 0;
   if (!set.alignments.empty()) {
+    const std::vector<int64_t> first = first_sentences(set);
     for (const data::Example& ex : set.examples) {
       if (max_sentences > 0 && out.sentences >= max_sentences) break;
-      const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, left_out);
+      const std::vector<ScoredSentence> scored = scored_sentences(ex, set, tok, first, left_out);
       if (scored.empty()) continue;
-      out.add(score_map(occlusion_importance(model, SentencePair{ex.src, ex.tgt}, tok.specials(), device), scored));
+      for (const results::AlignmentCounts& n :
+           score_map(occlusion_importance(model, SentencePair{ex.src, ex.tgt}, tok.specials(), device), scored))
+        out.add(n);
     }
   }
   if (skipped) *skipped = left_out;

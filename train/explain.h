@@ -20,6 +20,7 @@
 // so they compare side by side.
 #include <torch/torch.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +73,8 @@ struct AttentionAlignment {
   std::vector<std::string> layers;                 // as AttentionMaps::layers
   std::vector<results::AlignmentCounts> by_layer;  // one per layer
   results::AlignmentCounts all_layers;             // the mean over layers and heads
+  // by_layer of the set's sentences of even and odd index (results::held_out_layer).
+  std::array<std::vector<results::AlignmentCounts>, 2> halves;
   // Sentences left out: their tokens do not split into the words of their
   // text (data::token_words).
   int64_t skipped = 0;

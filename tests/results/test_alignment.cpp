@@ -1,6 +1,7 @@
 // The alignment error rate and the reading of attention maps as alignments.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 
 #include "results/alignment.h"
@@ -49,4 +50,45 @@ TEST_CASE("argmax alignment: each target token to the source token it attends to
   const float same[2 * 2] = {0.9f, 0.1f, 0.8f, 0.2f};
   CHECK(argmax_alignment(same, 2, 2, {0, 0}, {0, 0}) == std::vector<Link>{{0, 0}});
   CHECK_THROWS(argmax_alignment(same, 2, 2, {0}, {0, 0}));
+}
+
+TEST_CASE("held-out layer choice: each half of the sentences scored at the layer best on the other half") {
+  // Counts with AER 1 - 2h/(p+s): `hits` sure hits of 10 predicted and 10 sure links.
+  auto counts = [](int64_t hits) {
+    AlignmentCounts n;
+    n.predicted = n.sure = 10;
+    n.sure_hits = n.possible_hits = hits;
+    n.sentences = 5;
+    return n;
+  };
+  // Layer 1 is best on half 0 only by chance (9 of 10 there, 2 on half 1);
+  // layer 0 is good on both halves.
+  const std::array<std::vector<AlignmentCounts>, 2> halves = {
+      std::vector<AlignmentCounts>{counts(7), counts(9), counts(1)},
+      std::vector<AlignmentCounts>{counts(8), counts(2), counts(1)}};
+  std::vector<AlignmentCounts> whole;
+  for (size_t l = 0; l < 3; ++l) {
+    whole.push_back(halves[0][l]);
+    whole.back().add(halves[1][l]);
+  }
+  CHECK(best_layer(whole) == 0);  // 15 of 20 against 11 of 20
+  const HeldOutLayer held = held_out_layer(halves);
+  CHECK(held.chosen == std::array<int64_t, 2>{0, 1});  // half 0 by half 1's best, half 1 by half 0's
+  // Half 0 at layer 0 (7 hits), half 1 at layer 1 (2 hits): worse than the
+  // best layer of the whole set, as an estimate made blind should be here.
+  CHECK(held.counts.sentences == 10);
+  CHECK(held.counts.aer() == Approx(1.0 - 2.0 * 9 / 40));
+  CHECK(held.counts.aer() > whole[0].aer());
+
+  // A layer without any links is never chosen; the first of equals is.
+  AlignmentCounts none;
+  CHECK(best_layer({none, counts(3), counts(3)}) == 1);
+  CHECK(best_layer({none}) == -1);
+  CHECK(best_layer({}) == -1);
+  // A half whose other half is empty is left out.
+  const HeldOutLayer one_sided = held_out_layer({std::vector<AlignmentCounts>{counts(4), counts(6)},
+                                                 std::vector<AlignmentCounts>{none, none}});
+  CHECK(one_sided.chosen == std::array<int64_t, 2>{-1, 1});
+  CHECK(one_sided.counts.sentences == 0);
+  CHECK_THROWS(held_out_layer({std::vector<AlignmentCounts>{none}, std::vector<AlignmentCounts>{}}));
 }

@@ -1488,7 +1488,7 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
     FAIL("no point " << variant << " of seed " << seed);
     return std::string();
   };
-  // by_layer: the aer of each layer, the last row all layers; alignment/aer the best layer's.
+  // by_layer: the aer of each layer, the last row all layers; alignment/aer (the reported layer) here the best.
   auto write_alignment = [&](const std::string& path, const std::vector<std::string>& layers, std::vector<double> aer) {
     core::ExperimentStore store = core::ExperimentStore::open(path);
     store.set_table("alignment/by_layer", table(layers, {"aer", "sentences"}, [&] {

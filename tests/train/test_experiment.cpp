@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -35,6 +36,24 @@ train::RunResult run(const core::ExperimentConfig& c, const std::string& dir, bo
   o.skip_evaluation = !eval;
   o.shared_dir = fs::path(dir).parent_path().string() + "/shared";
   return train::run_experiment(c, o);
+}
+
+// The results of a store by kind and name, tables with their columns (but
+// the heatmaps).
+std::set<std::string> result_names(const core::StoreSnapshot& s) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : s.scalars) out.insert("scalar " + k);
+  for (const auto& [k, t] : s.tables) {
+    if (k.rfind("explain/", 0) == 0) {  // its columns are the tokens of a sentence
+      out.insert("table " + k);
+      continue;
+    }
+    std::string columns;
+    for (const std::string& c : t.columns) columns += (columns.empty() ? "" : ",") + c;
+    out.insert("table " + k + " (" + columns + ")");
+  }
+  for (const auto& [k, v] : s.texts) out.insert("text " + k);
+  return out;
 }
 
 int64_t count_lines(const std::string& path) {
@@ -279,7 +298,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
                         "test/chrf_ci_low", "test/chrf_ci_high", "contrastive/accuracy", "entities/recall",
                         "efficiency/params", "efficiency/train_tokens_per_s", "efficiency/decode_tokens_per_s",
                         "efficiency/ms_per_token", "efficiency/peak_memory_mb", "valid/best_loss", "valid/best_step",
-                        "alignment/aer", "alignment/aer_all_layers"}) {
+                        "alignment/aer", "alignment/aer_best_layer", "alignment/aer_all_layers"}) {
     INFO(k);
     REQUIRE(s.scalars.count(k));
     CHECK(std::isfinite(s.scalars[k]));
@@ -435,6 +454,78 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     }
     for (int n : per_segment) CHECK((n == 1 || n == 2));
     CHECK(two > 0);
+  }
+
+  // What the evaluation writes (the results of the same training without
+  // evaluation left out) is what evaluation version 3 wrote. When this fails,
+  // completed sweeps hold results of another shape than a new evaluation
+  // writes: raise core::kEvaluationVersion (core/store.h, with a line in its
+  // log) so that `mambamt sweep --reevaluate` redoes them, then update the
+  // version and the names here.
+  {
+    run(c, tmp.path("trained_only"), false);
+    std::set<std::string> evaluation_names = result_names(s);
+    for (const std::string& n : result_names(core::ExperimentStore::read(tmp.path("trained_only") + "/store.h5")))
+      evaluation_names.erase(n);
+    const std::set<std::string> version_3 = {
+        "scalar alignment/aer",
+        "scalar alignment/aer_all_layers",
+        "scalar alignment/aer_best_layer",
+        "scalar alignment/occlusion_aer",
+        "scalar contrastive/accuracy",
+        "scalar efficiency/decode_tokens_per_s",
+        "scalar efficiency/ms_per_token",
+        "scalar efficiency/params",
+        "scalar efficiency/peak_memory_mb",
+        "scalar efficiency/train_tokens_per_s",
+        "scalar entities/consistency",
+        "scalar entities/consistency_n",
+        "scalar entities/recall",
+        "scalar evaluation/version",
+        "scalar test/bleu",
+        "scalar test/bleu_ci_high",
+        "scalar test/bleu_ci_low",
+        "scalar test/chrf",
+        "scalar test/chrf_ci_high",
+        "scalar test/chrf_ci_low",
+        "scalar test/chrfpp",
+        "table alignment/by_layer (aer,precision,recall,links,gold_links,sentences)",
+        "table contrastive/by_distance (accuracy,n)",
+        "table contrastive/by_phenomenon (accuracy,n)",
+        "table contrastive/by_pronoun (accuracy,n)",
+        "table contrastive/examples (correct,distance)",
+        "table efficiency/memory_by_length (train_memory_mb,decode_state_mb)",
+        "table entities/by_document (consistent,rendered,repeated)",
+        "table entities/by_frequency (recall,n,consistency,consistency_n)",
+        "table explain/0/attention",
+        "table explain/0/occlusion",
+        "table explain/1/attention",
+        "table explain/1/occlusion",
+        "table explain/2/attention",
+        "table explain/2/occlusion",
+        "table extrapolation/by_length (bleu,chrf,n,mean_src_len)",
+        "table test/by_length (bleu,chrf,n,mean_src_len)",
+        "table test/segments (bleu_sys_len,bleu_ref_len,bleu_match_1,bleu_match_2,bleu_match_3,bleu_match_4,"
+        "bleu_total_1,bleu_total_2,bleu_total_3,bleu_total_4,chrf_c1_hyp,chrf_c1_ref,chrf_c1_match,"
+        "chrf_c2_hyp,chrf_c2_ref,chrf_c2_match,chrf_c3_hyp,chrf_c3_ref,chrf_c3_match,chrf_c4_hyp,"
+        "chrf_c4_ref,chrf_c4_match,chrf_c5_hyp,chrf_c5_ref,chrf_c5_match,chrf_c6_hyp,chrf_c6_ref,"
+        "chrf_c6_match)",
+        "text alignment",
+        "text comet",
+        "text data.contrastive",
+        "text data.entities",
+        "text data.test.test",
+    };
+    std::string unlisted, gone;
+    for (const std::string& n : evaluation_names)
+      if (!version_3.count(n)) unlisted += "\n  \"" + n + "\",";
+    for (const std::string& n : version_3)
+      if (!evaluation_names.count(n)) gone += "\n  " + n;
+    INFO("written but not by version 3:" << unlisted);
+    INFO("written by version 3 but not now:" << gone);
+    CHECK(unlisted.empty());
+    CHECK(gone.empty());
+    CHECK(core::kEvaluationVersion == 3);
   }
 
   // Running it again changes nothing.

@@ -276,8 +276,10 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
     REQUIRE(s->tables.count("alignment/by_layer"));
     const core::ResultTable& t = s->tables.at("alignment/by_layer");
     CHECK(t.columns == std::vector<std::string>{"aer", "precision", "recall", "links", "gold_links", "sentences"});
-    // One row per decoder layer's cross-attention, all layers together, occlusion.
-    CHECK(t.rows == std::vector<std::string>{"decoder.0.cross", "decoder.1.cross", "all layers", "occlusion"});
+    // One row per decoder layer's cross-attention, all layers together, the
+    // layer chosen on the other half of the sentences, occlusion.
+    CHECK(t.rows ==
+          std::vector<std::string>{"decoder.0.cross", "decoder.1.cross", "all layers", "held-out layer", "occlusion"});
     double best = 1;
     for (size_t r = 0; r < t.rows.size(); ++r) {
       INFO(t.rows[r]);
@@ -287,10 +289,17 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
       CHECK(t.at(r, 4) > 40 * 4);
       if (r < 2) best = std::min(best, t.at(r, 0));
     }
-    CHECK(s->scalars.at("alignment/aer") == best);
+    CHECK(s->scalars.at("alignment/aer_best_layer") == best);
     CHECK(s->scalars.at("alignment/aer_all_layers") == t.at(2, 0));
-    CHECK(s->scalars.at("alignment/occlusion_aer") == t.at(3, 0));
-    CHECK_THAT(s->texts.at("alignment"), Catch::StartsWith("best layer decoder.") &&
+    CHECK(s->scalars.at("alignment/aer") == t.at(3, 0));
+    // Its gold links are those of the whole set, each sentence scored at one
+    // of the two layers: between them, and no better than the best layer.
+    CHECK(t.at(3, 4) == t.at(0, 4));
+    CHECK(t.at(3, 0) >= best);
+    CHECK(t.at(3, 0) <= std::max(t.at(0, 0), t.at(1, 0)));
+    CHECK(s->scalars.at("alignment/occlusion_aer") == t.at(4, 0));
+    CHECK_THAT(s->texts.at("alignment"), Catch::StartsWith("held-out layer: decoder.") &&
+                                             Catch::Contains("; best layer decoder.") &&
                                              Catch::Contains("40 sentences of test against ") &&
                                              Catch::Contains("/test.align"));
   }
