@@ -43,6 +43,12 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //      alignment/aer_best_layer the best layer's (2026-11-27)
 inline constexpr int64_t kEvaluationVersion = 3;
 
+// The evaluation version from which results/<path> means what it means now:
+// 0 for results that kept their meaning since they were first written; for
+// a result computed otherwise from some version on (alignment/aer: 3), that
+// version. Older stores' values of it are not comparable with newer ones.
+int64_t result_defined_since(const std::string& path);
+
 const char* to_string(RunState s);
 RunState run_state_from(const std::string& s);  // throws Error on an unknown name
 
@@ -97,6 +103,11 @@ int64_t evaluation_version(const StoreSnapshot& store);
 // A completed store whose results an older evaluation than this one wrote
 // (`mambamt sweep --reevaluate` evaluates it again).
 bool evaluated_by_older_version(const StoreSnapshot& store);
+
+// Whether the store's results/<path> has today's meaning: its evaluation is
+// at least result_defined_since(path). Readers that compare stores (the
+// collector) treat the others' values as missing.
+bool result_current(const StoreSnapshot& store, const std::string& path);
 
 // Identity written once at creation.
 struct StoreIdentity {

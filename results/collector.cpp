@@ -43,7 +43,8 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
     for (auto& p : sweep.points)
       if (p.store && !detail::outside_grid(sweep, p)) {
         auto it = p.store->scalars.find(key);
-        if (it != p.store->scalars.end() && std::isfinite(it->second)) return true;
+        if (it != p.store->scalars.end() && std::isfinite(it->second) && core::result_current(*p.store, key))
+          return true;
       }
     return false;
   };
@@ -491,7 +492,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
       auto it = s.scalars.find(path);
-      return it == s.scalars.end() ? kNaN : it->second * scale;
+      return it == s.scalars.end() || !core::result_current(s, path) ? kNaN : it->second * scale;
     };
   };
   std::vector<Metric> metrics = {

@@ -364,8 +364,8 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
           "the counts and tables; tables/points.csv lists them with in_grid = false.\n\n";
   if (counts.at("older_evaluation") > 0)
     md << "**Evaluated by an older mambamt:** " << counts.at("older_evaluation")
-       << " completed store(s) lack results this version's evaluation writes (their cells are empty) or hold "
-          "results it computes otherwise; `mambamt sweep GRID --reevaluate` evaluates them again.\n\n";
+       << " completed store(s) lack results this version's evaluation writes or hold results it computes "
+          "otherwise (their cells are empty); `mambamt sweep GRID --reevaluate` evaluates them again.\n\n";
   if (!sweep.problems.empty()) {
     md << "**Unreadable files (skipped):**\n\n";
     for (auto& p : sweep.problems) md << "- `" << md_cell(p) << "`\n";

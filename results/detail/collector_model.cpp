@@ -212,7 +212,7 @@ std::vector<double> scalar_values(const PointGroup& group, const std::string& pa
   std::vector<double> out;
   for (auto* s : group.completed()) {
     auto it = s->scalars.find(path);
-    out.push_back(it == s->scalars.end() ? kNaN : it->second * scale);
+    out.push_back(it == s->scalars.end() || !core::result_current(*s, path) ? kNaN : it->second * scale);
   }
   return out;
 }
@@ -223,7 +223,7 @@ std::vector<double> table_values(const PointGroup& group, const std::string& pat
   for (auto* s : group.completed()) {
     double v = kNaN;
     auto it = s->tables.find(path);
-    if (it != s->tables.end()) {
+    if (it != s->tables.end() && core::result_current(*s, path)) {
       const core::ResultTable& t = it->second;
       auto r = std::find(t.rows.begin(), t.rows.end(), row);
       auto c = std::find(t.columns.begin(), t.columns.end(), column);

@@ -78,10 +78,12 @@ SweepView make_view(const SweepData& sweep, const std::string& test_set);
 std::string choose_test_set(const SweepData& sweep, const std::string& wanted);
 
 // results/<path> of every completed point of the group, times `scale` (NaN for
-// a point without it).
+// a point without it, or whose evaluation computed it otherwise than this
+// version's: core::result_current).
 std::vector<double> scalar_values(const PointGroup& group, const std::string& path, double scale = 1);
 
-// Cell (row, column) of results/<path> tables of the group's completed points.
+// Cell (row, column) of results/<path> tables of the group's completed points
+// (NaN as above).
 std::vector<double> table_values(const PointGroup& group, const std::string& path, const std::string& row,
                                  const std::string& column, double scale = 1);
 

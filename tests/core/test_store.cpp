@@ -483,3 +483,20 @@ TEST_CASE("a store's evaluation version: 0 without one, older only when complete
   s.status.state = core::RunState::interrupted;  // not done training: not a re-evaluation
   CHECK(!core::evaluated_by_older_version(s));
 }
+
+TEST_CASE("a result computed otherwise since some evaluation version is current only in stores of that version",
+          "[core][store]") {
+  core::StoreSnapshot s;
+  s.status.state = core::RunState::completed;
+  s.scalars["alignment/aer"] = 0.5;
+  s.scalars["test/bleu"] = 20;
+  CHECK(core::result_defined_since("test/bleu") == 0);
+  CHECK(core::result_defined_since("alignment/aer") == 3);
+  CHECK(core::result_defined_since("alignment/aer") <= core::kEvaluationVersion);
+  for (int64_t version : {0, 2, 3}) {
+    INFO("evaluation version " << version);
+    s.scalars["evaluation/version"] = static_cast<double>(version);
+    CHECK(core::result_current(s, "test/bleu"));
+    CHECK(core::result_current(s, "alignment/aer") == (version >= 3));
+  }
+}

@@ -165,6 +165,7 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
     for (int step = 10; step <= last; step += 10) store.append_metric("valid_loss", step, 5.0 - step / 50.0 + r.valid_offset);
   }
   if (state == "completed") {
+    store.set_scalar("evaluation/version", static_cast<double>(core::kEvaluationVersion));
     store.set_scalar("test/bleu", r.bleu);
     store.set_scalar("test/chrf", r.chrf);
     if (r.comet_written) store.set_scalar("test/comet", r.comet);
@@ -1530,6 +1531,30 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
   CHECK_FALSE(cell(base, "transformer", "alignment_aer").best);
   // The ablation tables get the column too.
   CHECK(cell(find_table(report, "ablation_model.attention_ratio"), "0.125", "alignment_aer").mean == Approx(40));
+
+  // A store evaluated before version 3 holds the best layer's AER as
+  // alignment/aer: left out of the AER cells (not averaged with the held-out
+  // choice of the other seed), its occlusion AER, unchanged, still counted.
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(store_of("transformer", {}, 2));
+    store.set_scalar("evaluation/version", 2);
+    store.commit();
+  }
+  {
+    std::ostringstream older_log;
+    const CollectReport older = collect(o, older_log);
+    const ReportTable& b = find_table(older, "baselines");
+    CHECK(cell(b, "transformer", "alignment_aer").n == 1);
+    CHECK(cell(b, "transformer", "alignment_aer").mean == Approx(60));
+    CHECK(cell(b, "transformer", "occlusion_aer").n == 2);
+    CHECK_THAT(older_log.str(), Catch::Contains("1 completed store(s) evaluated by an older mambamt"));
+    CHECK_THAT(slurp(fs::path(o.out_dir) / "report.md"), Catch::Contains("**Evaluated by an older mambamt:** 1"));
+  }
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(store_of("transformer", {}, 2));
+    store.set_scalar("evaluation/version", static_cast<double>(core::kEvaluationVersion));
+    store.commit();
+  }
 
   const ReportTable& layers = find_table(report, "alignment_by_layer");
   std::vector<std::string> keys;
