@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "cli/commands.h"
 #include "core/config.h"
@@ -11,6 +12,7 @@
 #include "orchestrator/grid.h"
 #include "orchestrator/status.h"
 #include "core/store.h"
+#include "results/alignment.h"
 #include "results/collector.h"
 #include "results/contrastive.h"
 #include "results/entities.h"
@@ -160,12 +162,53 @@ void print_consistency(const results::EntityConsistencyOutcomes& b, const result
   std::cout << line;
 }
 
+void print_alignment(const results::AlignmentOutcomes& b, const results::AlignmentOutcomes& s,
+                     const ComparedStore& base, const ComparedStore& sys) {
+  auto aer = [](const results::AlignmentOutcomes& o) {
+    results::AlignmentCounts n;
+    for (const results::AlignmentCounts& c : o.counts) n.add(c);
+    return n.aer();
+  };
+  const double ab = aer(b), as = aer(s);
+  std::cout << "alignment error rate: " << b.sentences.size()
+            << " sentences with gold alignments, each at the layer chosen on the other half; paired bootstrap over "
+               "sentences, 1000 resamples\n\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-10s %8s  %s\n", "", "AER %", "experiment");
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.1f  ", "baseline", 100 * ab);
+  std::cout << line << label_of(base) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.1f  ", "system", 100 * as);
+  std::cout << line << label_of(sys) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %+8.1f\n", "difference", 100 * (as - ab));
+  std::cout << line;
+  std::snprintf(line, sizeof line, "%-10s %8.4f\n", "p-value", results::paired_aer_p(b, s));
+  std::cout << line;
+}
+
+// Why the paired test of `what` does not run: a store lacks its per-unit
+// outcomes (`kept`, e.g. "per-document counts"), or the two hold other text
+// or other units of the same text.
+template <class Outcome>
+void print_no_test(const std::string& what, const std::optional<Outcome>& b, const std::optional<Outcome>& s,
+                   const ComparedStore& base, const ComparedStore& sys, const std::string& kept,
+                   const std::string& other) {
+  if (!b || !s)
+    std::cout << what << ": no paired test (" << (b ? sys.path : base.path) << " keeps no " << kept
+              << "; mambamt eval --store DIR evaluates it again)\n";
+  else if (b->set != s->set)
+    std::cout << what << ": no paired test (" << other << ": " << b->set << " and " << s->set << ")\n";
+  else
+    std::cout << what << ": no paired test (" << other << ": other parts of " << b->set << ")\n";
+}
+
 }  // namespace
 
 Command compare_command() {
   CommandSpec spec;
   spec.name = "compare";
-  spec.summary = "paired significance test of two experiments' BLEU and chrF (contrastive accuracy, entity consistency)";
+  spec.summary =
+      "paired significance test of two experiments' BLEU and chrF (contrastive accuracy, entity consistency, AER)";
   spec.positionals = {"BASELINE", "SYSTEM"};
   spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
   spec.description =
@@ -178,10 +221,12 @@ Command compare_command() {
       "accuracy follows, over all examples and over those whose antecedent is in an earlier sentence\n"
       "(a document-level model against its sentence-level twin, whose test segments differ). When both\n"
       "keep per-document entity counts of the same translated sentences (results/entities/by_document),\n"
-      "entity consistency is tested too, resampling documents. Exit 1 when no test can run: a store has\n"
-      "no segment statistics for the set (stores evaluated before they were kept: `mambamt eval --store\n"
-      "DIR`) or the two were scored against different references, and there is no contrastive or entity\n"
-      "consistency test either.";
+      "entity consistency is tested too, resampling documents, and when both keep per-sentence alignment\n"
+      "counts of the same gold-aligned sentences (results/alignment/sentences), the alignment error rate,\n"
+      "resampling sentences. Exit 1 when no test can run: a store has no segment statistics for the set\n"
+      "(stores evaluated before they were kept: `mambamt eval --store DIR`) or the two were scored\n"
+      "against different references, and there is no contrastive, entity consistency or alignment test\n"
+      "either.";
   return {spec, [](const ParsedArgs& a) {
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
@@ -190,33 +235,34 @@ Command compare_command() {
             const auto eb = results::entity_consistency_outcomes(base.store),
                        es = results::entity_consistency_outcomes(sys.store);
             const bool entities = eb && es && eb->set == es->set && eb->documents == es->documents;
+            const auto ab = results::alignment_outcomes(base.store), as = results::alignment_outcomes(sys.store);
+            const bool alignment = ab && as && ab->set == as->set && ab->sentences == as->sentences;
             try {
               print_bleu_chrf(base, sys, set);
             } catch (const InputError& e) {
               // Without another test there is nothing to show: exit 1 with the reason.
-              if (!contrastive && !entities) throw;
+              if (!contrastive && !entities && !alignment) throw;
               std::cout << "BLEU and chrF: " << e.what() << "\n";
             }
             std::cout << "\n";
-            if (contrastive) {
+            if (contrastive)
               print_contrastive(results::compare_contrastive(*cb, *cs), base, sys);
-            } else if (!cb || !cs) {
-              std::cout << "contrastive accuracy: no paired test (" << (cb ? sys.path : base.path)
-                        << " keeps no per-example outcomes; mambamt eval --store DIR evaluates it again)\n";
-            } else {
-              std::cout << "contrastive accuracy: no paired test (other contrastive sets: " << cb->set << " and "
-                        << cs->set << ")\n";
-            }
+            else
+              print_no_test("contrastive accuracy", cb, cs, base, sys, "per-example outcomes",
+                            "other contrastive sets");
             std::cout << "\n";
-            if (entities) {
+            if (entities)
               print_consistency(*eb, *es, base, sys);
-            } else if (!eb || !es) {
-              std::cout << "entity consistency: no paired test (" << (eb ? sys.path : base.path)
-                        << " keeps no per-document counts; mambamt eval --store DIR evaluates it again)\n";
-            } else {
-              std::cout << "entity consistency: no paired test (other text translated: " << eb->set << " and "
-                        << es->set << ")\n";
-            }
+            else
+              print_no_test("entity consistency", eb, es, base, sys, "per-document counts", "other text translated");
+            // Models without attention over the source keep no alignment
+            // counts: no line when neither store has them.
+            if (alignment || ab || as) std::cout << "\n";
+            if (alignment)
+              print_alignment(*ab, *as, base, sys);
+            else if (ab || as)
+              print_no_test("alignment error rate", ab, as, base, sys, "per-sentence alignment counts",
+                            "other sentences scored");
             return 0;
           }};
 }
@@ -240,7 +286,9 @@ Command collect_command() {
       "statistics: each model against the Transformer, each ablation row against the axis's base\n"
       "value; contrastive accuracy on the stores' per-example outcomes, and entity consistency on their\n"
       "per-document counts: each document-level model against its sentence-level twin (the\n"
-      "document-context table, when the sweep has such twins). Unreadable\n"
+      "document-context table, when the sweep has such twins). Entity consistency (documents\n"
+      "resampled) and the alignment error rate (sentences resampled, on the stores' per-sentence\n"
+      "counts) are tested against the Transformer and the base value too. Unreadable\n"
       "stores, and test sets scored on different texts, are reported by path.";
   return {spec, [](const ParsedArgs& a) {
             results::CollectOptions opt;

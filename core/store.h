@@ -41,7 +41,9 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //   2  alignment/* (attention against gold word alignments, 2026-11-27)
 //   3  alignment/aer of a layer chosen on the other half of the sentences,
 //      alignment/aer_best_layer the best layer's (2026-11-27)
-inline constexpr int64_t kEvaluationVersion = 3;
+//   4  alignment/sentences and data.alignment: per-sentence counts for the
+//      paired test of AER (2026-11-27)
+inline constexpr int64_t kEvaluationVersion = 4;
 
 // The evaluation version from which results/<path> means what it means now:
 // 0 for results that kept their meaning since they were first written; for

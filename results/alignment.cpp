@@ -6,6 +6,8 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/error.h"
+
 namespace mambamt::results {
 
 namespace {
@@ -85,6 +87,50 @@ HeldOutLayer held_out_layer(const std::array<std::vector<AlignmentCounts>, 2>& h
     if (l >= 0) out.counts.add(halves[h][static_cast<size_t>(l)]);
   }
   return out;
+}
+
+std::optional<AlignmentOutcomes> alignment_outcomes(const core::StoreSnapshot& store) {
+  auto t = store.tables.find("alignment/sentences");
+  auto set = store.texts.find("data.alignment");
+  if (t == store.tables.end() || set == store.texts.end()) return std::nullopt;
+  const core::ResultTable& table = t->second;
+  if (table.columns != std::vector<std::string>{"predicted", "sure", "sure_hits", "possible_hits"} ||
+      table.values.size() != table.rows.size() * 4 || table.rows.empty())
+    return std::nullopt;
+  AlignmentOutcomes out;
+  out.set = set->second;
+  out.sentences = table.rows;
+  for (size_t r = 0; r < table.rows.size(); ++r) {
+    AlignmentCounts n;
+    n.predicted = static_cast<int64_t>(table.at(r, 0));
+    n.sure = static_cast<int64_t>(table.at(r, 1));
+    n.sure_hits = static_cast<int64_t>(table.at(r, 2));
+    n.possible_hits = static_cast<int64_t>(table.at(r, 3));
+    n.sentences = 1;
+    out.counts.push_back(n);
+  }
+  return out;
+}
+
+double paired_aer_p(const AlignmentOutcomes& baseline, const AlignmentOutcomes& system,
+                    const BootstrapOptions& options) {
+  if (baseline.set != system.set)
+    throw InputError("alignment: the systems were scored on different text: " + baseline.set + " and " +
+                     system.set);
+  if (baseline.sentences != system.sentences || baseline.counts.size() != baseline.sentences.size() ||
+      system.counts.size() != system.sentences.size())
+    throw InputError("alignment: the systems' scored sentences differ (" + std::to_string(baseline.sentences.size()) +
+                     " and " + std::to_string(system.sentences.size()) + ")");
+  if (baseline.sentences.empty()) throw InputError("alignment: no sentences");
+  auto aer = [](const std::vector<AlignmentCounts>& counts) {
+    return [&counts](const std::vector<std::size_t>& picked) {
+      AlignmentCounts n;
+      for (std::size_t i : picked) n.add(counts[i]);
+      const double v = n.aer();
+      return std::isfinite(v) ? v : 1.0;
+    };
+  };
+  return paired_bootstrap(baseline.counts.size(), aer(baseline.counts), aer(system.counts), options).p_value;
 }
 
 }  // namespace mambamt::results

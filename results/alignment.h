@@ -15,8 +15,13 @@
 // when any of their subword tokens are.
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "core/store.h"
+#include "results/bootstrap.h"
 
 namespace mambamt::results {
 
@@ -65,5 +70,24 @@ struct HeldOutLayer {
   std::array<int64_t, 2> chosen{-1, -1};  // the layer each half was scored at
 };
 HeldOutLayer held_out_layer(const std::array<std::vector<AlignmentCounts>, 2>& halves);
+
+// An experiment store's per-sentence counts of its reported alignment
+// (results/alignment/sentences: rows "<document>:<sentence>" of the gold set,
+// columns predicted, sure, sure_hits, possible_hits) and the text they come
+// from (text data.alignment: the set, its fingerprint, the gold links').
+struct AlignmentOutcomes {
+  std::vector<std::string> sentences;
+  std::vector<AlignmentCounts> counts;
+  std::string set;
+};
+// Null when the store has no such table or text.
+std::optional<AlignmentOutcomes> alignment_outcomes(const core::StoreSnapshot& store);
+
+// p-value of sacreBLEU's paired bootstrap test (results/bootstrap.h) of two
+// systems' AER on the same sentences: sentences resampled, both systems
+// alike, each resample's AER from its summed counts. Throws InputError when
+// the two differ in text or sentences.
+double paired_aer_p(const AlignmentOutcomes& baseline, const AlignmentOutcomes& system,
+                    const BootstrapOptions& options = {});
 
 }  // namespace mambamt::results

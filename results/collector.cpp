@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "results/alignment.h"
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
 #include "results/contrastive.h"
@@ -178,28 +179,71 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
   return {largest_p(bleu), largest_p(chrf)};
 }
 
-// Paired bootstrap p-value of entity consistency (documents resampled) of
-// `system` against `baseline`, where both translated the same sentences.
-ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
+// The largest p of a paired test over the completed seed pairs of `system`
+// and `baseline` whose stores both keep the test's units (`outcomes`: a store
+// -> an optional) of the same text (`comparable`).
+template <class Outcomes, class Comparable, class Test>
+ReportCell store_pairs_p(const PointGroup& system, const PointGroup& baseline, Outcomes outcomes,
+                         Comparable comparable, Test test) {
   std::vector<double> ps;
   seed_pairs(
       system, baseline,
-      [](const SweepPoint& p) -> std::optional<EntityConsistencyOutcomes> {
+      [&outcomes](const SweepPoint& p) -> decltype(outcomes(*p.store)) {
         if (!p.store || p.state != "completed") return std::nullopt;
-        return entity_consistency_outcomes(*p.store);
+        return outcomes(*p.store);
       },
-      [&ps](const EntityConsistencyOutcomes& base, const EntityConsistencyOutcomes& sys) {
-        if (base.set == sys.set && base.documents == sys.documents) ps.push_back(paired_consistency_p(base, sys));
+      [&](const auto& base, const auto& sys) {
+        if (comparable(base, sys)) ps.push_back(test(base, sys));
       });
   return largest_p(ps);
 }
 
+// Whether some store of the grid (outside-grid ones aside) has the table.
+bool any_table(const SweepData& sweep, const std::string& table) {
+  return std::any_of(sweep.points.begin(), sweep.points.end(), [&sweep, &table](const SweepPoint& p) {
+    return p.store && !detail::outside_grid(sweep, p) && p.store->tables.count(table) > 0;
+  });
+}
+
+// Paired bootstrap p-value of entity consistency (documents resampled) of
+// `system` against `baseline`, where both translated the same sentences.
+ReportCell consistency_significance(const PointGroup& system, const PointGroup& baseline) {
+  return store_pairs_p(
+      system, baseline, [](const core::StoreSnapshot& s) { return entity_consistency_outcomes(s); },
+      [](const EntityConsistencyOutcomes& b, const EntityConsistencyOutcomes& s) {
+        return b.set == s.set && b.documents == s.documents;
+      },
+      [](const EntityConsistencyOutcomes& b, const EntityConsistencyOutcomes& s) {
+        return paired_consistency_p(b, s);
+      });
+}
+
 // Whether some store of the grid keeps per-document entity counts (the paired
 // test of entity consistency needs them; stores since 2026-11-27).
-bool any_consistency_counts(const SweepData& sweep) {
-  return std::any_of(sweep.points.begin(), sweep.points.end(), [&sweep](const SweepPoint& p) {
-    return p.store && !detail::outside_grid(sweep, p) && p.store->tables.count("entities/by_document") > 0;
-  });
+bool any_consistency_counts(const SweepData& sweep) { return any_table(sweep, "entities/by_document"); }
+
+// Paired bootstrap p-value of the alignment error rate (sentences resampled)
+// of `system` against `baseline`, where both were scored on the same sentences.
+ReportCell alignment_significance(const PointGroup& system, const PointGroup& baseline) {
+  return store_pairs_p(
+      system, baseline, [](const core::StoreSnapshot& s) { return alignment_outcomes(s); },
+      [](const AlignmentOutcomes& b, const AlignmentOutcomes& s) {
+        return b.set == s.set && b.sentences == s.sentences;
+      },
+      [](const AlignmentOutcomes& b, const AlignmentOutcomes& s) { return paired_aer_p(b, s); });
+}
+
+// Whether some store of the grid keeps per-sentence alignment counts (the
+// paired test of AER needs them; evaluation version 4 on).
+bool any_alignment_counts(const SweepData& sweep) { return any_table(sweep, "alignment/sentences"); }
+
+// The caption's account of the paired tests besides BLEU and chrF.
+std::string other_tests_caption(const SweepData& sweep) {
+  std::string s;
+  if (any_consistency_counts(sweep))
+    s += ", and of entity consistency (documents resampled) where both translated the same sentences";
+  if (any_alignment_counts(sweep)) s += ", and of AER (sentences resampled) where both were scored on the same ones";
+  return s;
 }
 
 ReportTable ablation_table(const SweepView& view, size_t k) {
@@ -224,19 +268,16 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
               "; mean \u00b1 std over seeds (n)" +
               (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
                             axis.key + " = " + target_label +
-                            " of the same seed on the same segments" +
-                            (any_consistency_counts(sweep)
-                                 ? ", and of entity consistency (documents resampled) where both translated the "
-                                   "same sentences"
-                                 : "") +
+                            " of the same seed on the same segments" + other_tests_caption(sweep) +
                             ", the largest p over the seeds (n)"
                       : std::string());
   t.row_title = axis.key;
   auto defs = metric_defs(sweep, view.test_set, false);
   // The p-values follow the metric they test.
-  // per column: index into defs, or -1 (BLEU p), -2 (chrF p), -3 (entity consistency p)
+  // per column: index into defs, or -1 (BLEU p), -2 (chrF p), -3 (entity consistency p), -4 (AER p)
   std::vector<int> metric_of;
   const bool consistency_test = target && any_consistency_counts(sweep);
+  const bool alignment_test = target && any_alignment_counts(sweep);
   for (size_t m = 0; m < defs.size(); ++m) {
     t.columns.push_back(column_of(defs[m]));
     metric_of.push_back(static_cast<int>(m));
@@ -251,20 +292,26 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
           make_column("entity_consistency_p_vs_base", "Consistency p vs " + target_label, 3, Better::kNone));
       metric_of.push_back(-3);
     }
+    if (alignment_test && defs[m].key == "alignment_aer") {
+      t.columns.push_back(make_column("alignment_aer_p_vs_base", "AER p vs " + target_label, 3, Better::kNone));
+      metric_of.push_back(-4);
+    }
   }
   for (auto& [value, g] : rows) {
     ReportRow full = metric_row(sweep, g, value, detail::display_value(axis.key, value), defs);
     std::pair<ReportCell, ReportCell> p;
-    ReportCell consistency_p;
+    ReportCell consistency_p, alignment_p;
     if (g && target && g != target) p = significance_cells(*g, *target, view.test_set);
     if (g && consistency_test && g != target) consistency_p = consistency_significance(*g, *target);
+    if (g && alignment_test && g != target) alignment_p = alignment_significance(*g, *target);
     ReportRow row = full;
     row.cells.clear();
     for (int m : metric_of)
       row.cells.push_back(m >= 0    ? full.cells[static_cast<size_t>(m)]
                           : m == -1 ? p.first
                           : m == -2 ? p.second
-                                    : consistency_p);
+                          : m == -3 ? consistency_p
+                                    : alignment_p);
     t.rows.push_back(std::move(row));
   }
   mark_best(t);
@@ -280,11 +327,7 @@ ReportTable baseline_table(const SweepView& view) {
                   ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
                         "; mean \u00b1 std over seeds (n); p: paired bootstrap resampling (sacreBLEU's test, 1000 "
                         "resamples) of BLEU and chrF against " + view.reference->label +
-                        " of the same seed on the same segments" +
-                        (any_consistency_counts(sweep)
-                             ? ", and of entity consistency (documents resampled) where both translated the same "
-                               "sentences"
-                             : "") +
+                        " of the same seed on the same segments" + other_tests_caption(sweep) +
                         ", the largest p over the seeds (n)"
                   : "No Transformer variant in this sweep: no relative speed, memory or significance; test set " +
                         view.test_set;
@@ -301,6 +344,7 @@ ReportTable baseline_table(const SweepView& view) {
       {"chrf", make_column("chrf_p_vs_reference", "chrF p vs Transformer", 3, Better::kNone)},
       {"entity_consistency",
        make_column("entity_consistency_p_vs_reference", "Consistency p vs Transformer", 3, Better::kNone)},
+      {"alignment_aer", make_column("alignment_aer_p_vs_reference", "AER p vs Transformer", 3, Better::kNone)},
       {"decode_tokens_per_s", make_column("decode_speed_vs_reference_pct", "Decode speed vs Transformer", 1, Better::kNone, true)},
       {"train_tokens_per_s", make_column("train_speed_vs_reference_pct", "Train speed vs Transformer", 1, Better::kNone, true)},
       {"peak_memory_mb", make_column("memory_vs_reference_pct", "Memory vs Transformer", 1, Better::kNone, true)},
@@ -313,7 +357,8 @@ ReportTable baseline_table(const SweepView& view) {
     rel_of.push_back(-1);
     for (auto& r : rels)
       if (r.of == defs[i].key &&
-          (r.of != "entity_consistency" || (view.reference && any_consistency_counts(sweep)))) {
+          (r.of != "entity_consistency" || (view.reference && any_consistency_counts(sweep))) &&
+          (r.of != "alignment_aer" || (view.reference && any_alignment_counts(sweep)))) {
         t.columns.push_back(r.column);
         source_of.push_back(-1);
         rel_of.push_back(static_cast<int>(i));
@@ -343,6 +388,11 @@ ReportTable baseline_table(const SweepView& view) {
       }
       if (t.columns[c].key == "entity_consistency_p_vs_reference") {
         row.cells.push_back(view.reference && view.reference != g ? consistency_significance(*g, *view.reference)
+                                                                  : ReportCell{});
+        continue;
+      }
+      if (t.columns[c].key == "alignment_aer_p_vs_reference") {
+        row.cells.push_back(view.reference && view.reference != g ? alignment_significance(*g, *view.reference)
                                                                   : ReportCell{});
         continue;
       }

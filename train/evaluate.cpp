@@ -16,6 +16,8 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hash.h"
+#include "data/alignment.h"
 #include "models/layers.h"
 #include "data/batching.h"
 #include "data/contrastive.h"
@@ -608,6 +610,25 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     if (!a.empty()) {
       auto layer_name = [&a](int64_t l) { return l < 0 ? std::string("none") : a.layers[static_cast<size_t>(l)]; };
       store.set_scalar("alignment/aer", held.counts.aer());
+      // Each sentence's counts at the layer its half was scored at: the units
+      // of the paired test of AER (results::paired_aer_p), with the text they
+      // were scored on.
+      core::ResultTable sentences;
+      sentences.columns = {"predicted", "sure", "sure_hits", "possible_hits"};
+      for (const AttentionAlignment::Sentence& s : a.sentences) {
+        const int64_t l = held.chosen[static_cast<size_t>(s.half)];
+        if (l < 0) continue;
+        const results::AlignmentCounts& n = s.by_layer[static_cast<size_t>(l)];
+        sentences.rows.push_back(std::to_string(s.document) + ":" + std::to_string(s.sentence));
+        for (int64_t v : {n.predicted, n.sure, n.sure_hits, n.possible_hits})
+          sentences.values.push_back(static_cast<double>(v));
+      }
+      store.set_table("alignment/sentences", sentences);
+      core::Fnv64 gold_links;
+      for (const auto& document : t.alignments)
+        for (const data::WordAlignment& links : document) gold_links.add(data::format_alignment(links) + "\n");
+      store.set_text("data.alignment", t.name + " " + data::corpus_summary(t.corpus) + ", gold links " +
+                                           gold_links.hex());
       store.set_scalar("alignment/aer_best_layer", best < 0 ? kNaN : a.by_layer[static_cast<size_t>(best)].aer());
       store.set_scalar("alignment/aer_all_layers", a.all_layers.aer());
       note = "held-out layer: " + layer_name(held.chosen[0]) + " for the even sentences, " +

@@ -110,7 +110,8 @@ std::vector<std::pair<size_t, size_t>> parts_between(const std::vector<int32_t>&
 struct ScoredSentence {
   std::vector<int32_t> tgt_word, src_word;
   std::vector<results::Link> sure, possible;
-  int half = 0;  // the parity of its index among the set's sentences
+  int32_t document = 0, sentence = 0;  // where it is in the set
+  int half = 0;                         // the parity of its index among the set's sentences
 };
 
 // The index of each document's first sentence among the sentences of `set`.
@@ -161,20 +162,21 @@ std::vector<ScoredSentence> scored_sentences(const data::Example& ex, const Test
     for (size_t p = t0; p < t1; ++p) sc.tgt_word[p] = tw[p - t0];
     for (const data::WordLink& l : set.alignments[static_cast<size_t>(d)][static_cast<size_t>(i)])
       (l.sure ? sc.sure : sc.possible).emplace_back(l.src, l.tgt);
+    sc.document = d;
+    sc.sentence = i;
     sc.half = static_cast<int>((first[static_cast<size_t>(d)] + i) % 2);
     out.push_back(std::move(sc));
   }
   return out;
 }
 
-// Scores the sentences of one example on one (T,S) float map, into the
-// counts of each sentence's half.
-std::array<results::AlignmentCounts, 2> score_map(const torch::Tensor& map,
-                                                  const std::vector<ScoredSentence>& sentences) {
+// Scores each sentence of one example on one (T,S) float map.
+std::vector<results::AlignmentCounts> score_map(const torch::Tensor& map,
+                                                const std::vector<ScoredSentence>& sentences) {
   const torch::Tensor m = map.to(torch::kCPU, torch::kFloat).contiguous();
-  std::array<results::AlignmentCounts, 2> n;
+  std::vector<results::AlignmentCounts> n;
   for (const ScoredSentence& sc : sentences)
-    n[static_cast<size_t>(sc.half)].add(results::score_alignment(
+    n.push_back(results::score_alignment(
         results::argmax_alignment(m.data_ptr<float>(), m.size(0), m.size(1), sc.tgt_word, sc.src_word), sc.sure,
         sc.possible));
   return n;
@@ -198,11 +200,17 @@ AttentionAlignment attention_alignment(models::TranslationModel& model, const Te
       for (auto& h : out.halves) h.resize(maps.layers.size());
     }
     const torch::Tensor per_layer = maps.weights.mean(1);  // (L,T,S)
+    const size_t first_new = out.sentences.size();
+    for (const ScoredSentence& sc : scored) {
+      out.sentences.push_back({sc.document, sc.sentence, sc.half, {}});
+      out.sentences.back().by_layer.resize(out.by_layer.size());
+    }
     for (size_t l = 0; l < out.by_layer.size(); ++l) {
       const auto n = score_map(per_layer[static_cast<int64_t>(l)], scored);
-      for (size_t h = 0; h < 2; ++h) {
-        out.halves[h][l].add(n[h]);
-        out.by_layer[l].add(n[h]);
+      for (size_t k = 0; k < n.size(); ++k) {
+        out.halves[static_cast<size_t>(scored[k].half)][l].add(n[k]);
+        out.by_layer[l].add(n[k]);
+        out.sentences[first_new + k].by_layer[l] = n[k];
       }
     }
     for (const results::AlignmentCounts& n : score_map(per_layer.mean(0), scored)) out.all_layers.add(n);

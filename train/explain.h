@@ -75,6 +75,13 @@ struct AttentionAlignment {
   results::AlignmentCounts all_layers;             // the mean over layers and heads
   // by_layer of the set's sentences of even and odd index (results::held_out_layer).
   std::array<std::vector<results::AlignmentCounts>, 2> halves;
+  // Every scored sentence, in the order scored, with its counts per layer.
+  struct Sentence {
+    int32_t document = 0, sentence = 0;
+    int half = 0;  // 0 even, 1 odd index among the set's sentences
+    std::vector<results::AlignmentCounts> by_layer;
+  };
+  std::vector<Sentence> sentences;
   // Sentences left out: their tokens do not split into the words of their
   // text (data::token_words).
   int64_t skipped = 0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/store.h"
+#include "results/alignment.h"
 #include "results/contrastive.h"
 #include "results/entities.h"
 #include "results/segments.h"
@@ -262,4 +263,62 @@ TEST_CASE("mambamt compare: entity consistency over the same documents, document
   counts(same, 1, 2, text);
   CommandResult texts = run_shell(mambamt_binary() + " compare " + sent + " " + same);
   CHECK_THAT(texts.output, Catch::Contains("entity consistency: no paired test (other text translated: "));
+}
+
+TEST_CASE("mambamt compare: the alignment error rate of two stores scored on the same gold-aligned sentences",
+          "[cli]") {
+  TempDir tmp;
+  // Twins with no paired BLEU test: only the alignment test can run.
+  const auto [sent, doc] = sentence_and_document_twins(tmp);
+  // 60 sentences of 10 sure links each, `hits` of 10 predicted links right.
+  auto counts = [](const std::string& dir, int64_t hits, int sentences, const std::string& text) {
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    core::ResultTable t;
+    t.columns = {"predicted", "sure", "sure_hits", "possible_hits"};
+    for (int i = 0; i < sentences; ++i) {
+      t.rows.push_back(std::to_string(i / 3) + ":" + std::to_string(i % 3));
+      const double h = static_cast<double>(hits + i % 2);
+      t.values.insert(t.values.end(), {10, 10, h, h});
+    }
+    store.set_table("alignment/sentences", t);
+    store.set_text("data.alignment", text);
+    store.commit();
+  };
+  const std::string text = "test 00000000000000aa (20 documents, 60 sentences), gold links 00000000000000bb";
+  counts(sent, 3, 60, text);
+  CommandResult one = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  INFO(one.output);
+  CHECK(one.code == 1);  // no test runs
+  counts(doc, 6, 60, text);
+  CommandResult r = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  INFO(r.output);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("BLEU and chrF: ") &&
+                           Catch::Contains("alignment error rate: 60 sentences with gold alignments"));
+  // AER = 1 - 2 hits / 20: 3.5 of 10 right on average against 6.5.
+  CHECK_THAT(r.output, Catch::Contains("baseline       65.0  aaaaaaaaaaaa (model aaaaaaaaaaaa)"));
+  CHECK_THAT(r.output, Catch::Contains("system         35.0  bbbbbbbbbbbb (model bbbbbbbbbbbb)"));
+  CHECK_THAT(r.output, Catch::Contains("difference    -30.0"));
+  const double p =
+      results::paired_aer_p(*results::alignment_outcomes(core::ExperimentStore::read(sent + "/store.h5")),
+                            *results::alignment_outcomes(core::ExperimentStore::read(doc + "/store.h5")));
+  CHECK(p < 0.01);
+  char line[64];
+  std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
+  CHECK_THAT(r.output, Catch::EndsWith(line));
+  // Other sentences scored: no test.
+  counts(doc, 6, 59, text);
+  CommandResult other = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(other.code == 1);
+  // Beside a test that runs (BLEU on the same segments), why there is none.
+  const std::string same = experiment(tmp, "cccccccccccc", translations(3, references()), references());
+  CommandResult partly = run_shell(mambamt_binary() + " compare " + sent + " " + same);
+  CHECK(partly.code == 0);
+  CHECK_THAT(partly.output, Catch::Contains("alignment error rate: no paired test (" + same +
+                                            "/store.h5 keeps no per-sentence alignment counts"));
+  counts(same, 6, 59, text);
+  CommandResult fewer = run_shell(mambamt_binary() + " compare " + sent + " " + same);
+  CHECK(fewer.code == 0);
+  CHECK_THAT(fewer.output,
+             Catch::Contains("alignment error rate: no paired test (other sentences scored: other parts of test "));
 }

@@ -92,3 +92,50 @@ TEST_CASE("held-out layer choice: each half of the sentences scored at the layer
   CHECK(one_sided.counts.sentences == 0);
   CHECK_THROWS(held_out_layer({std::vector<AlignmentCounts>{none}, std::vector<AlignmentCounts>{}}));
 }
+
+TEST_CASE("paired bootstrap of AER: per-sentence counts from a store, resampled alike for both systems") {
+  // 60 sentences of 10 sure links; the baseline predicts 10 links per
+  // sentence with `hits` right.
+  auto outcomes = [](const std::vector<int64_t>& hits, const std::string& set) {
+    AlignmentOutcomes o;
+    o.set = set;
+    for (size_t i = 0; i < hits.size(); ++i) {
+      o.sentences.push_back("0:" + std::to_string(i));
+      AlignmentCounts n;
+      n.predicted = n.sure = 10;
+      n.sure_hits = n.possible_hits = hits[i];
+      n.sentences = 1;
+      o.counts.push_back(n);
+    }
+    return o;
+  };
+  std::vector<int64_t> base(60), better(60), noisy(60);
+  for (size_t i = 0; i < 60; ++i) {
+    base[i] = 4 + static_cast<int64_t>(i % 3);                  // 4, 5, 6, ...
+    better[i] = base[i] + 3;                                    // 3 more right links in every sentence
+    noisy[i] = base[i] + (i % 2 == 0 ? 1 : -1);                 // as good on the whole
+  }
+  const AlignmentOutcomes b = outcomes(base, "test x"), s = outcomes(better, "test x"), n = outcomes(noisy, "test x");
+  CHECK(paired_aer_p(b, s) < 0.01);
+  CHECK(paired_aer_p(b, n) > 0.3);
+  // Other text or other sentences: refused.
+  CHECK_THROWS_WITH(paired_aer_p(b, outcomes(better, "test y")), Catch::Contains("different text"));
+  CHECK_THROWS_WITH(paired_aer_p(b, outcomes(std::vector<int64_t>(59, 5), "test x")),
+                    Catch::Contains("scored sentences differ (60 and 59)"));
+
+  // From a store: the table alignment/sentences and the text data.alignment.
+  mambamt::core::StoreSnapshot store;
+  CHECK_FALSE(alignment_outcomes(store));
+  store.tables["alignment/sentences"] = {{"0:0", "0:1"}, {"predicted", "sure", "sure_hits", "possible_hits"},
+                                         {3, 4, 2, 2, 5, 5, 5, 5}};
+  CHECK_FALSE(alignment_outcomes(store));  // no text
+  store.texts["data.alignment"] = "test x";
+  const auto o = alignment_outcomes(store);
+  REQUIRE(o);
+  CHECK(o->sentences == std::vector<std::string>{"0:0", "0:1"});
+  CHECK(o->counts[0].predicted == 3);
+  CHECK(o->counts[0].sure == 4);
+  CHECK(o->counts[1].possible_hits == 5);
+  store.tables["alignment/sentences"].columns[3] = "other";
+  CHECK_FALSE(alignment_outcomes(store));
+}

@@ -1566,4 +1566,46 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
   CHECK(cell(layers, "transformer", "decoder.0.cross").mean == Approx(75));
   CHECK(cell(layers, "base", "decoder.1.cross").best);  // 55 < 60
   CHECK(slurp(fs::path(o.out_dir) / "report.md").find("Alignment error rate by layer") != std::string::npos);
+  // No per-sentence counts yet: no AER p columns.
+  for (const ReportColumn& c : base.columns) CHECK(c.key != "alignment_aer_p_vs_reference");
+
+  // Per-sentence counts (evaluation version 4): the paired test of AER, the
+  // base hybrid (7-9 of 10 links right) against the Transformer (3-5).
+  auto write_sentences = [&](const std::string& path, int64_t hits, int shift = 0) {
+    std::vector<std::string> rows;
+    std::vector<double> v;
+    for (int i = 0; i < 50; ++i) {
+      rows.push_back("0:" + std::to_string(i));
+      const double h = static_cast<double>(hits + (i + shift) % 3);
+      v.insert(v.end(), {10, 10, h, h});
+    }
+    core::ExperimentStore store = core::ExperimentStore::open(path);
+    store.set_table("alignment/sentences", table(rows, {"predicted", "sure", "sure_hits", "possible_hits"}, v));
+    store.set_text("data.alignment", "test 0123456789abcdef (5 documents, 50 sentences), gold links fedcba9876543210");
+    store.commit();
+  };
+  for (int64_t seed : {1, 2}) {
+    write_sentences(store_of("", {"0.125", "64"}, seed), 7);
+    write_sentences(store_of("transformer", {}, seed), 3);
+  }
+  // As good as the base on the whole, sentence by sentence other counts (two
+  // identical systems get p = 1/1001 from sacreBLEU's test: its strict ">").
+  write_sentences(store_of("", {"0.25", "64"}, 1), 7, 1);
+  const CollectReport tested = collect(o, log);
+  const ReportTable& tb = find_table(tested, "baselines");
+  std::vector<std::string> tb_keys;
+  for (const ReportColumn& c : tb.columns) tb_keys.push_back(c.key);
+  const auto aer_col = std::find(tb_keys.begin(), tb_keys.end(), "alignment_aer");
+  REQUIRE(aer_col != tb_keys.end());
+  REQUIRE(aer_col + 1 != tb_keys.end());
+  CHECK(*(aer_col + 1) == "alignment_aer_p_vs_reference");  // the p column follows its metric
+  CHECK(cell(tb, "base", "alignment_aer_p_vs_reference").n == 2);
+  CHECK(cell(tb, "base", "alignment_aer_p_vs_reference").mean < 0.01);
+  CHECK(cell(tb, "transformer", "alignment_aer_p_vs_reference").n == 0);
+  CHECK(cell(tb, "mamba", "alignment_aer_p_vs_reference").n == 0);
+  CHECK_THAT(tb.caption, Catch::Contains("and of AER (sentences resampled) where both were scored on the same ones"));
+  const ReportTable& ratio = find_table(tested, "ablation_model.attention_ratio");
+  CHECK(cell(ratio, "0.25", "alignment_aer_p_vs_base").n == 1);  // seed 2 has no counts
+  CHECK(cell(ratio, "0.25", "alignment_aer_p_vs_base").mean > 0.1);
+  CHECK(cell(ratio, "0.125", "alignment_aer_p_vs_base").n == 0);  // the base row itself
 }

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
+#include <set>
 
 #include "core/config.h"
 #include "core/error.h"
@@ -298,6 +300,21 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
     CHECK(t.at(3, 0) >= best);
     CHECK(t.at(3, 0) <= std::max(t.at(0, 0), t.at(1, 0)));
     CHECK(s->scalars.at("alignment/occlusion_aer") == t.at(4, 0));
+    // Each sentence's counts at the layer chosen for its half: the units of
+    // the paired test, summing to the held-out row.
+    const std::optional<results::AlignmentOutcomes> o = results::alignment_outcomes(*s);
+    REQUIRE(o);
+    CHECK(o->sentences.size() == 40);
+    CHECK(o->sentences.front() == "0:0");
+    CHECK(std::set<std::string>(o->sentences.begin(), o->sentences.end()).size() == 40);
+    results::AlignmentCounts sum;
+    for (const results::AlignmentCounts& n : o->counts) sum.add(n);
+    CHECK(sum.sentences == 40);
+    CHECK(sum.predicted == t.at(3, 3));
+    CHECK(sum.sure == t.at(3, 4));
+    CHECK(sum.aer() == Approx(t.at(3, 0)));
+    CHECK_THAT(o->set, Catch::StartsWith("test ") && Catch::Contains(" documents, ") &&
+                           Catch::Contains(" sentences), gold links "));
     CHECK_THAT(s->texts.at("alignment"), Catch::StartsWith("held-out layer: decoder.") &&
                                              Catch::Contains("; best layer decoder.") &&
                                              Catch::Contains("40 sentences of test against ") &&
