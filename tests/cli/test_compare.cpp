@@ -306,6 +306,10 @@ TEST_CASE("mambamt compare: the alignment error rate of two stores scored on the
   char line[64];
   std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
   CHECK_THAT(r.output, Catch::EndsWith(line));
+  // store show names the table without printing its 60 rows.
+  CommandResult show = run_shell(mambamt_binary() + " store show " + doc);
+  CHECK_THAT(show.output, Catch::Contains("alignment/sentences (60 x 4): per-sentence alignment counts"));
+  CHECK(show.output.find(" 19:2 ") == std::string::npos);  // the last row
   // Other sentences scored: no test.
   counts(doc, 6, 59, text);
   CommandResult other = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
