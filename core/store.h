@@ -35,7 +35,10 @@ enum class RunState { pending, running, completed, failed, interrupted };
 // computed. A whole suite that ran to its end records it as
 // results/evaluation/version (stores from before it have none: version 0);
 // `mambamt sweep --reevaluate` evaluates completed experiments of an older
-// version again, and the collector counts them.
+// version again, and the collector counts them. The test "training and
+// evaluation write every store name of docs/STORE.md ..." (test_experiment)
+// lists what the current version writes and fails when that changes; a
+// result computed otherwise also goes into result_defined_since().
 //   1  entities/by_document and data.entities; eval.max_examples counts test
 //      sentences (2026-11-27)
 //   2  alignment/* (attention against gold word alignments, 2026-11-27)
