@@ -70,9 +70,12 @@ Command sweep_command() {
       "under Slurm the job is requeued (up to sweep.max_requeues).\n\n"
       "--reevaluate: a mambamt whose evaluation writes more (or computes a result otherwise) than the\n"
       "one that evaluated a completed experiment raises its evaluation version (results/evaluation/\n"
-      "version). With --reevaluate those experiments are evaluated again, the whole suite from their\n"
-      "checkpoints, spread over the ranks like training; their training and status are untouched. A\n"
-      "stopped re-evaluation starts that experiment's again on the next run with --reevaluate.\n\n"
+      "version). With --reevaluate those experiments are evaluated again from their checkpoints,\n"
+      "spread over the ranks like training: the parts of the suite that changed since their version\n"
+      "(all of it for stores older than version 2; the rest, such as the decoded test sets and the\n"
+      "speed measured when they ran, stays as it was); their training and status are untouched. A\n"
+      "stopped re-evaluation starts that experiment's again on the next run with --reevaluate.\n"
+      "`mambamt eval --store DIR` evaluates one experiment with the whole suite.\n\n"
       "exit codes: 0 every point completed; 1 error or points failed or left; 2 usage;\n"
       "            3 interrupted by the checkpoint signal (resumable).";
   return {spec, [](const ParsedArgs& a) {

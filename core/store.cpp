@@ -121,6 +121,22 @@ bool result_current(const StoreSnapshot& store, const std::string& path) {
   return evaluation_version(store) >= result_defined_since(path);
 }
 
+std::set<std::string> evaluation_parts_changed_since(int64_t version) {
+  const std::set<std::string> every = {"test_sets",  "contrastive", "entities", "extrapolation",
+                                       "efficiency", "explain",     "gates",    "alignment"};
+  // The parts each version changed (the log of versions in core/store.h).
+  static const std::map<int64_t, std::set<std::string>> changed = {
+      {1, every},  // eval.max_examples counts test sentences: every part reads other sentences
+      {2, {"alignment"}},
+      {3, {"alignment"}},
+      {4, {"alignment"}},
+  };
+  std::set<std::string> out;
+  for (const auto& [v, parts] : changed)
+    if (v > version) out.insert(parts.begin(), parts.end());
+  return out;
+}
+
 const char* to_string(RunState s) {
   switch (s) {
     case RunState::pending: return "pending";

@@ -23,6 +23,7 @@
 //   /system           attrs: host, cpu, threads, torch, cuda, device, git_revision, ...
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,15 @@ inline constexpr int64_t kEvaluationVersion = 4;
 // a result computed otherwise from some version on (alignment/aer: 3), that
 // version. Older stores' values of it are not comparable with newer ones.
 int64_t result_defined_since(const std::string& path);
+
+// The parts of the evaluation suite (the names of train::EvalParts' fields:
+// test_sets, contrastive, entities, extrapolation, efficiency, explain,
+// gates, alignment) whose results a store evaluated by `version` lacks or
+// holds computed otherwise: every part before version 2, none at
+// kEvaluationVersion. `mambamt sweep --reevaluate` runs only these, so that
+// the rest (the decoding of the test sets, the speed measured when the
+// experiment ran) stays as it was.
+std::set<std::string> evaluation_parts_changed_since(int64_t version);
 
 const char* to_string(RunState s);
 RunState run_state_from(const std::string& s);  // throws Error on an unknown name

@@ -155,6 +155,7 @@ std::string run_assignment(const WorkerContext& ctx, const Assignment& a, bool l
       req.local_rank = opt.local_rank;
       req.ranks_on_node = opt.ranks_on_node;
       req.should_stop = [] { return core::stop_requested(); };
+      req.changed_parts_only = true;
       if (!opt.evaluator) throw Error("no experiment evaluator");
       r.state = opt.evaluator(req) ? core::RunState::completed : core::RunState::interrupted;
     } else {
@@ -662,10 +663,13 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
       if (ps.need == Need::run && p.valid()) ++to_run;
       if (older_evaluation(ps)) {
         ++old_evaluations;
+        std::string parts;
+        for (const std::string& part : core::evaluation_parts_changed_since(ps.evaluation_version))
+          parts += (parts.empty() ? "" : ", ") + part;
         old_evaluation = "      evaluated by an older mambamt (evaluation version " +
                          std::to_string(ps.evaluation_version) + ", now " +
                          std::to_string(core::kEvaluationVersion) + "): " +
-                         (reevaluate ? "evaluated again" : "--reevaluate evaluates it again") + "\n";
+                         (reevaluate ? "evaluated again" : "--reevaluate evaluates it again") + " (" + parts + ")\n";
       }
     } else if (p.valid()) {
       ++to_run;

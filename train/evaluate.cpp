@@ -407,6 +407,19 @@ std::pair<double, double> memory_at_length(models::TranslationModel& model, int6
 
 }  // namespace
 
+EvalParts eval_parts_named(const std::set<std::string>& names) {
+  EvalParts p;
+  const std::vector<std::pair<std::string, bool*>> fields = {
+      {"test_sets", &p.test_sets},         {"contrastive", &p.contrastive}, {"entities", &p.entities},
+      {"extrapolation", &p.extrapolation}, {"efficiency", &p.efficiency},   {"explain", &p.explain},
+      {"gates", &p.gates},                 {"alignment", &p.alignment}};
+  for (const auto& [name, on] : fields) *on = names.count(name) > 0;
+  for (const std::string& n : names)
+    if (std::none_of(fields.begin(), fields.end(), [&n](const auto& f) { return f.first == n; }))
+      throw Error("no part of the evaluation is called `" + n + "`");
+  return p;
+}
+
 bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, const PreparedData& data,
               const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
               const TrainingFacts& facts, const EvalParts& parts, const std::function<bool()>& should_stop) {
@@ -796,7 +809,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       store.commit();
     }
   }
-  if (parts.whole()) {
+  if (parts.whole() || parts.brings_up_to_date) {
     store.set_scalar("evaluation/version", static_cast<double>(core::kEvaluationVersion));
     store.commit();
   }

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,18 @@ struct EvalParts {
   bool explain = true;         // occlusion and attention maps of the first short test sentences
   bool gates = true;           // gated cross-attention's gate statistics on the first test set
   bool alignment = true;       // eval.alignment still applies
+  // The parts on are all that changed since the store's evaluation version
+  // (core::evaluation_parts_changed_since): when they ran to their end, the
+  // store is as the whole suite of this version leaves it, and records it.
+  bool brings_up_to_date = false;
   bool whole() const {
     return test_sets && contrastive && entities && extrapolation && efficiency && explain && gates && alignment;
   }
 };
+
+// Only the parts named (the names of the fields above); throws Error on
+// another name.
+EvalParts eval_parts_named(const std::set<std::string>& names);
 
 // Runs the suite on `model` (already holding the parameters to evaluate) and
 // records the results in `store` (committed at the end of each part). Gated

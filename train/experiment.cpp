@@ -347,6 +347,7 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
 bool evaluate_experiment(const EvalRequest& req) {
   const std::string store_path = (fs::path(req.exp_dir) / "store.h5").string();
   if (!fs::exists(store_path)) throw InputError(req.exp_dir + ": no experiment store (store.h5) here");
+  int64_t stored_version = 0;
   {
     core::StoreSnapshot snap = core::ExperimentStore::read(store_path);
     const auto& s = snap.status;
@@ -354,6 +355,13 @@ bool evaluate_experiment(const EvalRequest& req) {
         s.pid != static_cast<int64_t>(::getpid()))
       throw InputError(store_path + ": the experiment is running (pid " + std::to_string(s.pid) +
                        "); evaluate it when it has stopped");
+    stored_version = core::evaluation_version(snap);
+  }
+  const bool whole = req.test_files.empty();
+  std::set<std::string> changed;
+  if (whole && req.changed_parts_only) {
+    changed = core::evaluation_parts_changed_since(stored_version);
+    if (changed.empty()) return true;  // nothing to do: its results are this version's
   }
   core::configure_threads(req.threads, req.ranks_on_node);
   LoadedExperiment exp = load_experiment(req.exp_dir, req.device, req.weights, req.local_rank);
@@ -362,9 +370,16 @@ bool evaluate_experiment(const EvalRequest& req) {
 
   PreparedData data;
   EvalParts parts;
-  const bool whole = req.test_files.empty();
   if (whole) {
     data = prepare_data(exp.config, exp.shared_dir, true);
+    if (req.changed_parts_only) {
+      parts = eval_parts_named(changed);
+      parts.brings_up_to_date = true;
+      std::string names;
+      for (const std::string& n : changed) names += (names.empty() ? "" : ", ") + n;
+      spdlog::info("evaluated by version {}, now {}: evaluating again what changed since ({})", stored_version,
+                   core::kEvaluationVersion, names);
+    }
   } else {
     // Only the given sets: no training data needed.
     data.tokenizer = exp.tokenizer;

@@ -104,6 +104,11 @@ struct EvalRequest {
   std::vector<std::string> test_files;
   // ContraPro-format contrastive sets scored as well.
   std::vector<std::string> contrastive_files;
+  // Without test files: only the parts of the suite that changed since the
+  // evaluation version the store records (core::evaluation_parts_changed_since;
+  // nothing when it is current), after which the store records this version
+  // (`mambamt sweep --reevaluate`).
+  bool changed_parts_only = false;
   std::string device = "auto";
   int threads = 0;  // 0 = every core
   Weights weights = Weights::kDefault;  // which checkpoint(s) to evaluate

@@ -133,11 +133,12 @@ FileId file_id(const std::string& path) {
   return {st.st_ino, st.st_mtim};
 }
 
-// Leaves a completed store as an older mambamt would have: evaluation version
-// 0 and a BLEU that this evaluation does not compute.
-void make_evaluated_by_older(const std::string& store_path) {
+// Leaves a completed store as an older mambamt would have: an older
+// evaluation version (0: before versions named the parts they changed) and a
+// BLEU that this evaluation does not compute.
+void make_evaluated_by_older(const std::string& store_path, int64_t version = 0) {
   core::ExperimentStore store = core::ExperimentStore::open(store_path);
-  store.set_scalar("evaluation/version", 0);
+  store.set_scalar("evaluation/version", static_cast<double>(version));
   store.set_scalar("test/bleu", -1);
   store.commit();
 }
@@ -403,13 +404,23 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   std::string current;
   for (auto& [id, st] : before)
     if (id != old_ids[0] && id != old_ids[1]) current = id;
-  for (const std::string& id : old_ids) make_evaluated_by_older(s.run_dir + "/exp/" + id + "/store.h5");
+  // The second as version 3 left it: only the alignment part changed since.
+  make_evaluated_by_older(s.run_dir + "/exp/" + old_ids[0] + "/store.h5");
+  make_evaluated_by_older(s.run_dir + "/exp/" + old_ids[1] + "/store.h5", 3);
   const FileId untouched = file_id(s.run_dir + "/exp/" + current + "/store.h5");
 
   auto dry = run_shell(mambamt_binary() + " sweep " + s.grid_path + " --dry-run");
   CHECK_THAT(dry.output, Catch::Contains("0 of 3 points to run") &&
                              Catch::Contains("2 completed point(s) evaluated by an older mambamt: `--reevaluate` "
                                              "evaluates them again"));
+  // What --reevaluate runs of each: version 0, before the versions that name
+  // their parts, gets the whole suite.
+  const std::string version_now = std::to_string(core::kEvaluationVersion);
+  CHECK_THAT(dry.output, Catch::Contains("evaluated by an older mambamt (evaluation version 0, now " + version_now +
+                                         "): --reevaluate evaluates it again (alignment, contrastive, efficiency, "
+                                         "entities, explain, extrapolation, gates, test_sets)"));
+  CHECK_THAT(dry.output, Catch::Contains("evaluated by an older mambamt (evaluation version 3, now " + version_now +
+                                         "): --reevaluate evaluates it again (alignment)"));
   CHECK_THAT(run_shell(mambamt_binary() + " status " + s.run_dir).output,
              Catch::Contains("2 completed experiment(s) evaluated by an older mambamt"));
   auto collected = run_shell(mambamt_binary() + " collect " + s.run_dir + " --out " + s.tmp.path("results"));
@@ -431,8 +442,14 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
     CHECK(again.output.find("evaluate again " + id) != std::string::npos);
     CHECK(again.output.find("evaluated " + id) != std::string::npos);
     const core::StoreSnapshot &was = before.at(id), &now = after.at(id);
-    // The same checkpoints evaluated the same way: the first evaluation's BLEU.
-    CHECK(now.scalars.at("test/bleu") == was.scalars.at("test/bleu"));
+    if (id == old_ids[0]) {
+      // The whole suite: the same checkpoints evaluated the same way give the first evaluation's BLEU.
+      CHECK(now.scalars.at("test/bleu") == was.scalars.at("test/bleu"));
+    } else {
+      // Only the alignment part: the test sets were not decoded again.
+      CHECK(now.scalars.at("test/bleu") == -1);
+      CHECK(now.scalars.at("alignment/aer") == was.scalars.at("alignment/aer"));
+    }
     CHECK(now.scalars.at("evaluation/version") == core::kEvaluationVersion);
     // Its training and status are as they were.
     CHECK(now.status.state == core::RunState::completed);

@@ -3,6 +3,7 @@
 // the CLI commands on the result.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "results/contrastive.h"
 #include "results/segments.h"
 #include "train/decode.h"
+#include "train/evaluate.h"
 #include "train/experiment.h"
 #include "train/prepare.h"
 #include "train/translate.h"
@@ -670,6 +672,72 @@ TEST_CASE("a windowed experiment decoding in context is scored over single sente
   CHECK(out[5] == train::translate_lines(exp, {"en ta"})[0]);
   CHECK(out[1] == train::translate_lines(exp, {"ta ul pa", "en ta"})[1]);
   CHECK(out[0] == train::translate_lines(exp, {"ta ul pa"})[0]);
+}
+
+TEST_CASE("re-evaluating a store of an older evaluation version runs only the parts that changed since") {
+  // The parts each version changed, as --reevaluate reads them.
+  CHECK(train::eval_parts_named(core::evaluation_parts_changed_since(0)).whole());
+  CHECK(core::evaluation_parts_changed_since(core::kEvaluationVersion).empty());
+  for (int64_t v = 0; v < core::kEvaluationVersion; ++v) {
+    INFO("version " << v);
+    CHECK_FALSE(core::evaluation_parts_changed_since(v).empty());  // a raised version names what it changed
+    CHECK_NOTHROW(train::eval_parts_named(core::evaluation_parts_changed_since(v)));
+  }
+  CHECK(core::evaluation_parts_changed_since(3) == std::set<std::string>{"alignment"});
+  const train::EvalParts only = train::eval_parts_named({"alignment"});
+  CHECK(only.alignment);
+  CHECK_FALSE(only.test_sets);
+  CHECK_FALSE(only.efficiency);
+  CHECK_FALSE(only.whole());
+  CHECK_THROWS_WITH(train::eval_parts_named({"alignment", "bleu"}), Catch::Contains("`bleu`"));
+
+  TempDir tmp;
+  const std::string dir = tmp.path("exp");
+  const core::ExperimentConfig c = train_test::tiny_config({});
+  REQUIRE(run(c, dir, /*eval=*/true).state == core::RunState::completed);
+  // Marks of what a re-evaluation would overwrite: the AER (the alignment
+  // part, changed at version 3), the decoding speed (efficiency) and BLEU
+  // (test sets, unchanged since version 1).
+  auto mark = [&](int64_t version) {
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    store.set_scalar("evaluation/version", static_cast<double>(version));
+    store.set_scalar("alignment/aer", 7);
+    store.set_scalar("efficiency/decode_tokens_per_s", 7);
+    store.set_scalar("test/bleu", 7);
+    store.commit();
+  };
+  const auto hyp_time = fs::last_write_time(dir + "/hyp/test.txt");
+  train::EvalRequest req;
+  req.exp_dir = dir;
+  req.device = "cpu";
+  req.changed_parts_only = true;
+
+  mark(3);
+  REQUIRE(train::evaluate_experiment(req));
+  core::StoreSnapshot s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  CHECK(s.scalars.at("alignment/aer") < 1);  // evaluated again
+  const core::ResultTable& layers = s.tables.at("alignment/by_layer");
+  const auto held = std::find(layers.rows.begin(), layers.rows.end(), "held-out layer");
+  REQUIRE(held != layers.rows.end());
+  CHECK(s.scalars.at("alignment/aer") == layers.at(static_cast<size_t>(held - layers.rows.begin()), 0));
+  CHECK(s.scalars.at("efficiency/decode_tokens_per_s") == 7);  // left as it was
+  CHECK(s.scalars.at("test/bleu") == 7);
+  CHECK(fs::last_write_time(dir + "/hyp/test.txt") == hyp_time);  // not decoded again
+
+  // Up to date: nothing to do, the store untouched.
+  const std::string before = read_text(dir + "/store.h5");
+  REQUIRE(train::evaluate_experiment(req));
+  CHECK(read_text(dir + "/store.h5") == before);
+
+  // From before version 2: the whole suite.
+  mark(0);
+  REQUIRE(train::evaluate_experiment(req));
+  s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  CHECK(s.scalars.at("alignment/aer") < 1);
+  CHECK(s.scalars.at("efficiency/decode_tokens_per_s") != 7);
+  CHECK(s.scalars.at("test/bleu") != 7);
 }
 
 // MAMBAMT_CUDA_GRAPHS is the switch of CUDA graphs in evaluation (outside the
