@@ -603,7 +603,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     for (size_t l = 0; l < a.layers.size(); ++l) add_row(a.layers[l], a.by_layer[l]);
     // The layer reported: chosen on the other half of the sentences, so that
     // a model with more layers to choose from is not favoured by the choice.
-    const results::HeldOutLayer held = results::held_out_layer(a.halves);
+    const results::HeldOutLayer held = results::held_out_layer(a.halves());
     const int64_t best = results::best_layer(a.by_layer);
     if (!a.empty()) {
       add_row("all layers", a.all_layers);

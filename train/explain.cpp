@@ -197,7 +197,6 @@ AttentionAlignment attention_alignment(models::TranslationModel& model, const Te
     if (out.layers.empty()) {
       out.layers = maps.layers;
       out.by_layer.resize(maps.layers.size());
-      for (auto& h : out.halves) h.resize(maps.layers.size());
     }
     const torch::Tensor per_layer = maps.weights.mean(1);  // (L,T,S)
     const size_t first_new = out.sentences.size();
@@ -208,13 +207,20 @@ AttentionAlignment attention_alignment(models::TranslationModel& model, const Te
     for (size_t l = 0; l < out.by_layer.size(); ++l) {
       const auto n = score_map(per_layer[static_cast<int64_t>(l)], scored);
       for (size_t k = 0; k < n.size(); ++k) {
-        out.halves[static_cast<size_t>(scored[k].half)][l].add(n[k]);
         out.by_layer[l].add(n[k]);
         out.sentences[first_new + k].by_layer[l] = n[k];
       }
     }
     for (const results::AlignmentCounts& n : score_map(per_layer.mean(0), scored)) out.all_layers.add(n);
   }
+  return out;
+}
+
+std::array<std::vector<results::AlignmentCounts>, 2> AttentionAlignment::halves() const {
+  std::array<std::vector<results::AlignmentCounts>, 2> out;
+  for (auto& h : out) h.resize(layers.size());
+  for (const Sentence& s : sentences)
+    for (size_t l = 0; l < layers.size(); ++l) out[static_cast<size_t>(s.half)][l].add(s.by_layer[l]);
   return out;
 }
 

@@ -73,8 +73,6 @@ struct AttentionAlignment {
   std::vector<std::string> layers;                 // as AttentionMaps::layers
   std::vector<results::AlignmentCounts> by_layer;  // one per layer
   results::AlignmentCounts all_layers;             // the mean over layers and heads
-  // by_layer of the set's sentences of even and odd index (results::held_out_layer).
-  std::array<std::vector<results::AlignmentCounts>, 2> halves;
   // Every scored sentence, in the order scored, with its counts per layer.
   struct Sentence {
     int32_t document = 0, sentence = 0;
@@ -82,6 +80,8 @@ struct AttentionAlignment {
     std::vector<results::AlignmentCounts> by_layer;
   };
   std::vector<Sentence> sentences;
+  // by_layer of the sentences of even and of odd index (results::held_out_layer).
+  std::array<std::vector<results::AlignmentCounts>, 2> halves() const;
   // Sentences left out: their tokens do not split into the words of their
   // text (data::token_words).
   int64_t skipped = 0;

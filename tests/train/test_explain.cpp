@@ -375,3 +375,28 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
   CHECK(off.tables.count("alignment/by_layer") == 0);
   CHECK(off.texts.count("alignment") == 0);
 }
+
+TEST_CASE("the two halves of an attention alignment sum each sentence's counts into its half") {
+  auto counts = [](int64_t hits) {
+    results::AlignmentCounts n;
+    n.predicted = n.sure = 10;
+    n.sure_hits = n.possible_hits = hits;
+    n.sentences = 1;
+    return n;
+  };
+  train::AttentionAlignment a;
+  a.layers = {"decoder.1.cross", "decoder.3.cross"};
+  a.sentences = {{0, 0, 0, {counts(3), counts(9)}}, {0, 1, 1, {counts(8), counts(2)}}, {1, 0, 0, {counts(4), counts(4)}}};
+  const auto halves = a.halves();
+  CHECK(halves[0][0].sure_hits == 7);
+  CHECK(halves[0][1].sure_hits == 13);
+  CHECK(halves[0][1].sentences == 2);
+  CHECK(halves[1][0].sure_hits == 8);
+  CHECK(halves[1][1].sure_hits == 2);
+  // Each half at the other's best layer: the even sentences at decoder.1.cross
+  // (8 of 10 on the odd one), the odd at decoder.3.cross (13 of 20 on the even).
+  const results::HeldOutLayer held = results::held_out_layer(halves);
+  CHECK(held.chosen == std::array<int64_t, 2>{0, 1});
+  CHECK(held.counts.sure_hits == 7 + 2);
+  CHECK(held.counts.sentences == 3);
+}
