@@ -64,6 +64,16 @@ std::pair<std::string, std::string> sentence_and_document_twins(TempDir& tmp) {
           experiment(tmp, "bbbbbbbbbbbb", translations(2, passages), passages)};
 }
 
+// The store of an experiment directory.
+core::StoreSnapshot store_in(const std::string& dir) { return core::ExperimentStore::read(dir + "/store.h5"); }
+
+// The last line `mambamt compare` prints for a test with one p-value.
+std::string p_value_line(double p) {
+  char line[64];
+  std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
+  return line;
+}
+
 }  // namespace
 
 TEST_CASE("mambamt compare: scores, differences and p-values of two stores on the same segments", "[cli]") {
@@ -238,13 +248,10 @@ TEST_CASE("mambamt compare: entity consistency over the same documents, document
   CHECK_THAT(r.output, Catch::Contains("baseline       50.0  aaaaaaaaaaaa (model aaaaaaaaaaaa)"));
   CHECK_THAT(r.output, Catch::Contains("system        100.0  bbbbbbbbbbbb (model bbbbbbbbbbbb)"));
   CHECK_THAT(r.output, Catch::Contains("difference    +50.0"));
-  const double p =
-      results::paired_consistency_p(*results::entity_consistency_outcomes(core::ExperimentStore::read(sent + "/store.h5")),
-                                    *results::entity_consistency_outcomes(core::ExperimentStore::read(doc + "/store.h5")));
+  const double p = results::paired_consistency_p(*results::entity_consistency_outcomes(store_in(sent)),
+                                                 *results::entity_consistency_outcomes(store_in(doc)));
   CHECK(p < 0.01);
-  char line[64];
-  std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
-  CHECK_THAT(r.output, Catch::EndsWith(line));
+  CHECK_THAT(r.output, Catch::EndsWith(p_value_line(p)));
   // Nothing rendered: "-", not NaN, and no difference.
   counts(sent, 0, 0, text);
   CommandResult none = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
@@ -300,12 +307,9 @@ TEST_CASE("mambamt compare: the alignment error rate of two stores scored on the
   CHECK_THAT(r.output, Catch::Contains("system         35.0  bbbbbbbbbbbb (model bbbbbbbbbbbb)"));
   CHECK_THAT(r.output, Catch::Contains("difference    -30.0"));
   const double p =
-      results::paired_aer_p(*results::alignment_outcomes(core::ExperimentStore::read(sent + "/store.h5")),
-                            *results::alignment_outcomes(core::ExperimentStore::read(doc + "/store.h5")));
+      results::paired_aer_p(*results::alignment_outcomes(store_in(sent)), *results::alignment_outcomes(store_in(doc)));
   CHECK(p < 0.01);
-  char line[64];
-  std::snprintf(line, sizeof line, "p-value    %8.4f\n", p);
-  CHECK_THAT(r.output, Catch::EndsWith(line));
+  CHECK_THAT(r.output, Catch::EndsWith(p_value_line(p)));
   // store show names the table without printing its 60 rows.
   CommandResult show = run_shell(mambamt_binary() + " store show " + doc);
   CHECK_THAT(show.output, Catch::Contains("alignment/sentences (60 x 4): per-sentence alignment counts"));
