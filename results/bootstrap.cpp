@@ -102,7 +102,10 @@ PairedBootstrapResult paired_bootstrap(std::size_t num_segments, const ResampleS
       std::accumulate(diffs.begin(), diffs.end(), 0.0) / static_cast<double>(diffs.size());
   std::size_t above = 0;
   for (double d : diffs) above += (d - mean_diff > real_diff);
-  r.p_value = static_cast<double>(above + 1) / static_cast<double>(diffs.size() + 1);
+  // No difference leaves nothing for chance to explain: p = 1. (sacreBLEU's
+  // strict ">" would give identical systems 1 / (n + 1), "significant".)
+  r.p_value = real_diff == 0.0 ? 1.0
+                               : static_cast<double>(above + 1) / static_cast<double>(diffs.size() + 1);
   r.baseline = estimate_ci(std::move(bl));
   r.baseline.score = baseline(all);
   r.system = estimate_ci(std::move(sys));

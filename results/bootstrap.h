@@ -35,7 +35,8 @@ struct PairedBootstrapResult {
   BootstrapResult baseline;
   BootstrapResult system;
   // sacreBLEU's paired bootstrap p-value for "the difference is due to chance":
-  // (1 + #resamples whose centred |system - baseline| exceeds the real one) / (n + 1).
+  // (1 + #resamples whose centred |system - baseline| exceeds the real one) / (n + 1);
+  // 1 where the two systems score the same on the whole test set.
   double p_value = 1;
 };
 

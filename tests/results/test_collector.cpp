@@ -1588,8 +1588,7 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
     write_sentences(store_of("", {"0.125", "64"}, seed), 7);
     write_sentences(store_of("transformer", {}, seed), 3);
   }
-  // As good as the base on the whole, sentence by sentence other counts (two
-  // identical systems get p = 1/1001 from sacreBLEU's test: its strict ">").
+  // As good as the base on the whole, sentence by sentence other counts.
   write_sentences(store_of("", {"0.25", "64"}, 1), 7, 1);
   const CollectReport tested = collect(o, log);
   const ReportTable& tb = find_table(tested, "baselines");
