@@ -1,4 +1,5 @@
 // `mambamt status`, `collect`, `compare` and `plan`: reading sweeps, stores and configs.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -158,8 +159,17 @@ void print_consistency(const results::EntityConsistencyOutcomes& b, const result
     std::snprintf(line, sizeof line, "%-10s %+8.1f\n", "difference", 100 * (cs - cb));
     std::cout << line;
   }
-  std::snprintf(line, sizeof line, "%-10s %8.4f\n", "p-value", results::paired_consistency_p(b, s));
-  std::cout << line;
+  const double p = results::paired_consistency_p(b, s);
+  if (std::isfinite(p)) {
+    std::snprintf(line, sizeof line, "%-10s %8.4f\n", "p-value", p);
+    std::cout << line;
+  } else {
+    std::snprintf(line, sizeof line, "%-10s %8s  ", "p-value", "-");
+    const char* why = rb == 0 && rs == 0 ? "neither experiment renders a repeated entity, so neither has a consistency"
+                      : rb == 0 ? "the baseline renders no repeated entity, so it has no consistency to compare"
+                                : "the system renders no repeated entity, so it has no consistency to compare";
+    std::cout << line << "(no test: " << why << ")\n";
+  }
 }
 
 void print_alignment(const results::AlignmentOutcomes& b, const results::AlignmentOutcomes& s,

@@ -181,7 +181,9 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
 
 // The largest p of a paired test over the completed seed pairs of `system`
 // and `baseline` whose stores both keep the test's units (`outcomes`: a store
-// -> an optional) of the same text (`comparable`).
+// -> an optional) of the same text (`comparable`). A pair the test leaves
+// undefined (NaN: e.g. a system that renders no repeated entity has no
+// consistency to test) adds nothing.
 template <class Outcomes, class Comparable, class Test>
 ReportCell store_pairs_p(const PointGroup& system, const PointGroup& baseline, Outcomes outcomes,
                          Comparable comparable, Test test) {
@@ -193,7 +195,9 @@ ReportCell store_pairs_p(const PointGroup& system, const PointGroup& baseline, O
         return outcomes(*p.store);
       },
       [&](const auto& base, const auto& sys) {
-        if (comparable(base, sys)) ps.push_back(test(base, sys));
+        if (!comparable(base, sys)) return;
+        const double p = test(base, sys);
+        if (std::isfinite(p)) ps.push_back(p);
       });
   return largest_p(ps);
 }

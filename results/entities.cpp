@@ -248,6 +248,12 @@ double paired_consistency_p(const EntityConsistencyOutcomes& baseline, const Ent
     throw InputError("entity consistency: the systems' documents differ (" + std::to_string(baseline.documents.size()) +
                      " and " + std::to_string(system.documents.size()) + ")");
   if (baseline.documents.empty()) throw InputError("entity consistency: no documents");
+  auto renders = [](const std::vector<ConsistencyCell>& cells) {
+    return std::any_of(cells.begin(), cells.end(), [](const ConsistencyCell& c) { return c.rendered > 0; });
+  };
+  // A system that renders no repeated entity has no consistency to compare
+  // (its misses count against recall): no test, rather than one against 0.
+  if (!renders(baseline.cells) || !renders(system.cells)) return std::numeric_limits<double>::quiet_NaN();
   auto consistency = [](const std::vector<ConsistencyCell>& cells) {
     return [&cells](const std::vector<std::size_t>& picked) {
       std::int64_t consistent = 0, rendered = 0;

@@ -148,7 +148,9 @@ std::optional<EntityConsistencyOutcomes> entity_consistency_outcomes(const core:
 // systems' entity consistency on the same documents: documents are resampled
 // (the units whose mentions depend on each other), both systems alike, and
 // each resample scored as its consistent over its rendered entities (0 when
-// none is rendered). Throws InputError when the two differ in text or documents.
+// none is rendered). NaN (no test) when either system renders no repeated
+// entity at all: its consistency is undefined. Throws InputError when the two
+// differ in text or documents.
 double paired_consistency_p(const EntityConsistencyOutcomes& baseline, const EntityConsistencyOutcomes& system,
                             const BootstrapOptions& options = {});
 

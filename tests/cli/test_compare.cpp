@@ -258,6 +258,9 @@ TEST_CASE("mambamt compare: entity consistency over the same documents, document
   CHECK(none.code == 0);
   CHECK_THAT(none.output, Catch::Contains("baseline          -  aaaaaaaaaaaa") && !Catch::Contains("nan") &&
                               !Catch::Contains("difference"));
+  // ... and no p-value: a consistency it does not have cannot differ.
+  CHECK_THAT(none.output, Catch::EndsWith("p-value           -  (no test: the baseline renders no repeated entity, "
+                                          "so it has no consistency to compare)\n"));
   // Other sentences translated: no test, and why.
   counts(sent, 1, 2, "test 00000000000000aa (40 documents, 80 sentences), the first 40 sentences translated");
   CommandResult other = run_shell(mambamt_binary() + " compare " + sent + " " + doc);

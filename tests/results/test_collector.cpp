@@ -78,14 +78,17 @@ core::ResultTable table(std::vector<std::string> rows, std::vector<std::string> 
 
 // Per-document entity counts for the paired tests of entity consistency: 40
 // documents with two repeated entities each, both rendered, `consistent` of
-// them consistent (one fewer in the first `fewer` documents), from `text`.
-void write_entity_counts(const std::string& store_path, int consistent, const std::string& text, int fewer = 0) {
+// them consistent (one fewer in the first `fewer` documents), from `text`;
+// `rendered` = 0: none rendered (and none consistent).
+void write_entity_counts(const std::string& store_path, int consistent, const std::string& text, int fewer = 0,
+                         int rendered = 2) {
   core::ExperimentStore store = core::ExperimentStore::open(store_path);
   std::vector<std::string> rows;
   std::vector<double> values;
   for (int d = 0; d < 40; ++d) {
     rows.push_back(std::to_string(d));
-    values.insert(values.end(), {static_cast<double>(consistent - (d < fewer ? 1 : 0)), 2, 2});
+    values.insert(values.end(), {rendered == 0 ? 0.0 : static_cast<double>(consistent - (d < fewer ? 1 : 0)),
+                                 static_cast<double>(rendered), 2});
   }
   store.set_table("entities/by_document", table(rows, {"consistent", "rendered", "repeated"}, values));
   store.set_text("data.entities", text);
@@ -1477,6 +1480,14 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
   for (const ReportTable* t : {&base, &d_state})
     for (size_t c = 0; c + 1 < t->columns.size(); ++c)
       if (t->columns[c + 1].key.rfind("entity_consistency_p", 0) == 0) CHECK(t->columns[c].key == "entity_consistency");
+
+  // d_state 32 renders no repeated entity: no consistency, so no p-value
+  // either (not one against a consistency of 0).
+  write_entity_counts(store_of("", {"0.125", "32"}, 1), 0, text, 0, 0);
+  o.out_dir = (dir.path() / "none_rendered").string();
+  report = collect(o, log);
+  const ReportTable& none = find_table(report, "ablation_model.d_state");
+  CHECK(cell(none, "32", "entity_consistency_p_vs_base").n == 0);
 }
 
 TEST_CASE("collector: the alignment error rate, as a column and by layer", "[results][collector]") {

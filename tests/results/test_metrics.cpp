@@ -163,10 +163,16 @@ TEST_CASE("paired test of two systems' entity consistency resamples documents") 
   CHECK(paired_consistency_p(better, base) < 0.01);
   CHECK(paired_consistency_p(base, one_more) > 0.05);
   CHECK(paired_consistency_p(base, base) == 1.0);
-  // A resample with nothing rendered scores 0, not NaN.
+  // A system that renders no repeated entity has no consistency: no test.
   EntityConsistencyOutcomes none = base;
   for (auto& c : none.cells) c.rendered = c.consistent = 0;
-  CHECK(std::isfinite(paired_consistency_p(none, base)));
+  CHECK(std::isnan(paired_consistency_p(none, base)));
+  CHECK(std::isnan(paired_consistency_p(base, none)));
+  // Rendered in one document only: most resamples render nothing and score 0,
+  // not NaN.
+  EntityConsistencyOutcomes sparse = none;
+  sparse.cells[0].rendered = sparse.cells[0].consistent = 2;
+  CHECK(std::isfinite(paired_consistency_p(sparse, base)));
   // Other text or other documents: no pairing.
   EntityConsistencyOutcomes other = better;
   other.set = "test 00000000000000bb (60 documents, 240 sentences)";
