@@ -71,15 +71,19 @@ void mark_best(ReportTable& table) {
     const ReportColumn& col = table.columns[c];
     for (auto& row : table.rows) row.cells.at(c).best = false;
     if (col.better == Better::kNone || col.relative) continue;
-    double best = kNaN;
+    double best = kNaN, worst = kNaN;
     int with_value = 0;
     for (auto& row : table.rows) {
       const ReportCell& cell = row.cells.at(c);
       if (!cell.has_value() || !std::isfinite(cell.mean)) continue;
       ++with_value;
       if (!std::isfinite(best) || (col.better == Better::kHigher ? cell.mean > best : cell.mean < best)) best = cell.mean;
+      if (!std::isfinite(worst) || (col.better == Better::kHigher ? cell.mean < worst : cell.mean > worst))
+        worst = cell.mean;
     }
-    if (with_value < 2) continue;
+    // One value, or every row the same (e.g. 0% recall of unseen entities
+    // everywhere): no row is better than another.
+    if (with_value < 2 || best == worst) continue;
     for (auto& row : table.rows) {
       ReportCell& cell = row.cells.at(c);
       if (cell.has_value() && cell.mean == best) cell.best = true;

@@ -1074,6 +1074,19 @@ TEST_CASE("report tables: summaries, best marks and formats", "[results][collect
   CHECK_FALSE(t.rows[0].cells[0].best);
   CHECK_FALSE(t.rows[0].cells[1].best);  // only one row has a value
   CHECK_FALSE(t.rows[0].cells[2].best);  // no direction
+  {
+    // Every row the same: none is the best; two of three tied at the top: both.
+    ReportTable tied = t;
+    tied.rows.push_back(tied.rows[1]);
+    tied.rows[0].cells[0] = tied.rows[1].cells[0];
+    mark_best(tied);
+    for (const auto& row : tied.rows) CHECK_FALSE(row.cells[0].best);
+    tied.rows[2].cells[0] = summarize({2});
+    mark_best(tied);
+    CHECK(tied.rows[0].cells[0].best);
+    CHECK(tied.rows[1].cells[0].best);
+    CHECK_FALSE(tied.rows[2].cells[0].best);
+  }
   const std::string md = table_markdown(t);
   CHECK(md.find("two\\|pipe") != std::string::npos);
   CHECK(md.find("**4.0** (n=1)") != std::string::npos);
