@@ -231,12 +231,13 @@ Command compare_command() {
       "accuracy follows, over all examples and over those whose antecedent is in an earlier sentence\n"
       "(a document-level model against its sentence-level twin, whose test segments differ). When both\n"
       "keep per-document entity counts of the same translated sentences (results/entities/by_document),\n"
-      "entity consistency is tested too, resampling documents, and when both keep per-sentence alignment\n"
-      "counts of the same gold-aligned sentences (results/alignment/sentences), the alignment error rate,\n"
-      "resampling sentences. Exit 1 when no test can run: a store has no segment statistics for the set\n"
-      "(stores evaluated before they were kept: `mambamt eval --store DIR`) or the two were scored\n"
-      "against different references, and there is no contrastive, entity consistency or alignment test\n"
-      "either.";
+      "entity consistency is tested too, resampling documents (no test where one of them renders no\n"
+      "repeated entity: it has no consistency), and when both keep per-sentence alignment counts of the\n"
+      "same gold-aligned sentences (results/alignment/sentences), the alignment error rate, resampling\n"
+      "sentences. A difference of exactly 0 has p = 1. Exit 1 when no test can run: a store has no\n"
+      "segment statistics for the set (stores evaluated before they were kept: `mambamt eval --store\n"
+      "DIR`) or the two were scored against different references, and there are no contrastive\n"
+      "outcomes, entity counts or alignment counts of the same text to compare either.";
   return {spec, [](const ParsedArgs& a) {
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
