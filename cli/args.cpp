@@ -7,6 +7,14 @@
 
 namespace mambamt::cli {
 
+namespace {
+bool option_like(const std::string& a) { return a.size() > 1 && a[0] == '-'; }
+}  // namespace
+
+bool OptionSpec::takes_list() const {
+  return value_name.size() > 3 && value_name.compare(value_name.size() - 3, 3, "...") == 0;
+}
+
 long ParsedArgs::get_int(const std::string& option, long def) const {
   auto it = values.find(option);
   if (it == values.end()) return def;
@@ -56,7 +64,7 @@ ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& a
       help_requested = true;
       continue;
     }
-    if (!only_positionals && a.size() > 1 && a[0] == '-' && a != "-") {
+    if (!only_positionals && option_like(a)) {
       std::string name = a, value;
       bool inline_value = false;
       size_t eq = a.find('=');
@@ -70,6 +78,13 @@ ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& a
       if (o->value_name.empty()) {
         if (inline_value) throw UsageError(name + " takes no value");
         out.flags.insert(name);
+      } else if (o->takes_list()) {
+        std::vector<std::string>& list = out.lists[name];
+        const size_t before = list.size();
+        if (inline_value) list.push_back(value);
+        while (i + 1 < args.size() && !option_like(args[i + 1])) list.push_back(args[++i]);
+        if (list.size() == before || (inline_value && value.empty()))
+          throw UsageError(name + " needs at least one " + o->value_name.substr(0, o->value_name.size() - 3));
       } else {
         if (!inline_value) {
           if (i + 1 >= args.size()) throw UsageError(name + " needs a value (" + o->value_name + ")");

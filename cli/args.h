@@ -12,8 +12,10 @@ namespace mambamt::cli {
 
 struct OptionSpec {
   std::string name;        // "--out"
-  std::string value_name;  // "DIR"; empty for a flag
+  std::string value_name;  // "DIR"; empty for a flag. "FILE..." takes the words up to the
+                           // next option (at least one), and a repeated option adds more.
   std::string help;
+  bool takes_list() const;
 };
 
 struct CommandSpec {
@@ -31,12 +33,20 @@ class ParsedArgs {
   std::vector<std::string> positional;
   std::vector<std::string> rest;  // CommandSpec::rest
   std::map<std::string, std::string> values;
+  std::map<std::string, std::vector<std::string>> lists;  // options of OptionSpec::takes_list
   std::set<std::string> flags;
 
-  bool has(const std::string& option) const { return flags.count(option) || values.count(option); }
+  bool has(const std::string& option) const {
+    return flags.count(option) || values.count(option) || lists.count(option);
+  }
   std::string get(const std::string& option, const std::string& def = "") const {
     auto it = values.find(option);
     return it == values.end() ? def : it->second;
+  }
+  // The words of a list option, in order (empty when it was not given).
+  std::vector<std::string> get_list(const std::string& option) const {
+    auto it = lists.find(option);
+    return it == lists.end() ? std::vector<std::string>{} : it->second;
   }
   // The value as an integer; a non-number is a usage error naming the option.
   long get_int(const std::string& option, long def) const;
@@ -45,7 +55,8 @@ class ParsedArgs {
 };
 
 // Parses `args` (the words after the command name). Throws UsageError for an
-// unknown option, a missing value or a wrong number of positionals. `--help`
+// unknown option, a missing value or a wrong number of positionals. A word
+// that starts with '-' (other than "-" itself) is an option until "--". `--help`
 // is reported through `help_requested`.
 ParsedArgs parse_args(const CommandSpec& spec, const std::vector<std::string>& args, bool& help_requested);
 

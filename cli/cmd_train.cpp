@@ -121,13 +121,6 @@ std::string device_value(const std::string& v) {
   return v;
 }
 
-// Words after an option up to the next option.
-std::vector<std::string> values_after(const std::vector<std::string>& args, size_t& i) {
-  std::vector<std::string> out;
-  while (i + 1 < args.size() && !(args[i + 1].size() > 1 && args[i + 1][0] == '-')) out.push_back(args[++i]);
-  return out;
-}
-
 }  // namespace
 
 Command train_command() {
@@ -215,7 +208,6 @@ Command eval_command() {
   CommandSpec spec;
   spec.name = "eval";
   spec.summary = "evaluate a trained experiment again, or on more test sets";
-  spec.rest = true;  // --test and --contrastive take several files
   spec.options = {
       {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
       {"--test", "FILE...", "test sets in the experiment's corpus format (.tsv as TSV); results under their file stem"},
@@ -233,43 +225,14 @@ Command eval_command() {
       "Hypotheses go to DIR/hyp/.\n"
       "On a GPU, MAMBAMT_CUDA_GRAPHS=1 in the environment replays the searches' steps from CUDA graphs\n"
       "(the same for train and translate).";
-  return {spec, [spec](const ParsedArgs& a) {
+  return {spec, [](const ParsedArgs& a) {
             train::EvalRequest req;
-            const auto& args = a.rest;
-            for (size_t i = 0; i < args.size(); ++i) {
-              const std::string& w = args[i];
-              auto value = [&](const std::string& name) {
-                if (i + 1 >= args.size()) throw UsageError(name + " needs a value");
-                return args[++i];
-              };
-              if (w == "--help" || w == "-h") {
-                std::cout << usage_text(spec);
-                return 0;
-              } else if (w == "--store") {
-                req.exp_dir = value(w);
-              } else if (w == "--test") {
-                auto v = values_after(args, i);
-                if (v.empty()) throw UsageError("--test needs at least one file");
-                req.test_files.insert(req.test_files.end(), v.begin(), v.end());
-              } else if (w == "--contrastive") {
-                auto v = values_after(args, i);
-                if (v.empty()) throw UsageError("--contrastive needs at least one file");
-                req.contrastive_files.insert(req.contrastive_files.end(), v.begin(), v.end());
-              } else if (w == "--weights") {
-                req.weights = weights_value(value(w));
-              } else if (w == "--device") {
-                req.device = device_value(value(w));
-              } else if (w == "--threads") {
-                const std::string v = value(w);
-                try {
-                  req.threads = std::stoi(v);
-                } catch (...) {
-                  throw UsageError("--threads " + v + ": expected an integer");
-                }
-              } else {
-                throw UsageError("unexpected argument \"" + w + "\"");
-              }
-            }
+            req.exp_dir = a.get("--store");
+            req.test_files = a.get_list("--test");
+            req.contrastive_files = a.get_list("--contrastive");
+            if (a.has("--weights")) req.weights = weights_value(a.get("--weights"));
+            if (a.has("--device")) req.device = device_value(a.get("--device"));
+            if (a.has("--threads")) req.threads = static_cast<int>(a.get_int("--threads", 0));
             if (req.exp_dir.empty()) throw UsageError("--store DIR is required");
             train::evaluate_experiment(req);
             print_summary(req.exp_dir);
