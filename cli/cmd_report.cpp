@@ -74,21 +74,37 @@ std::string label_of(const ComparedStore& c) {
 }
 
 // BLEU and chrF of both and sacreBLEU's paired bootstrap test on the test
-// set's segments; InputError naming the store when one has none, or when the
-// two were scored against different references.
+// set's segments, or by sentence where one translated passages and the other
+// single sentences (results::paired_segments); InputError naming the store
+// when one has none, or when the two were scored against different references.
 void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const std::string& set) {
-  const results::SegmentStats b = compared_segments(base, set), s = compared_segments(sys, set);
-  if (!b.same_references(s))
+  const results::SegmentStats own_b = compared_segments(base, set), own_s = compared_segments(sys, set);
+  // A malformed sentence-level table is named with its store (paired_segments reads it too).
+  for (const ComparedStore* c : {&base, &sys}) {
+    try {
+      results::sentence_level_segments(c->store, set);
+    } catch (const InputError& e) {
+      throw InputError(c->path + ":" + e.what());
+    }
+  }
+  const std::optional<results::PairedSegments> paired = results::paired_segments(base.store, sys.store, set);
+  if (!paired)
     throw InputError(base.path + " and " + sys.path + ": test set " + set + " was scored against different "
-                     "references (" + std::to_string(b.bleu.size()) + " and " + std::to_string(s.bleu.size()) +
+                     "references (" + std::to_string(own_b.bleu.size()) + " and " + std::to_string(own_s.bleu.size()) +
                      " segments, or other reference text): no paired test");
+  const results::SegmentStats &b = paired->baseline, &s = paired->system;
   const results::PairedSignificance p = results::paired_significance(b, s);
   const results::ChrfOptions co = b.chrf_options();
   const double bleu_b = results::bleu_from_stats(results::sum_bleu_stats(b.bleu)).score;
   const double chrf_b = results::chrf_from_stats(results::sum_chrf_stats(b.chrf, co), co).score;
   char line[256];
-  std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
-            << "bootstrap, 1000 resamples\n\n";
+  if (paired->by_sentence)
+    std::cout << "test set " << set << ": " << b.bleu.size() << " sentences, the same references (" << own_b.bleu.size()
+              << " and " << own_s.bleu.size() << " segments: passages translated whole are scored by sentence); "
+              << "paired bootstrap, 1000 resamples\n\n";
+  else
+    std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
+              << "bootstrap, 1000 resamples\n\n";
   std::snprintf(line, sizeof line, "%-10s %8s %8s  %s\n", "", "BLEU", "chrF", "experiment");
   std::cout << line;
   std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "baseline", bleu_b, chrf_b);
@@ -226,10 +242,13 @@ Command compare_command() {
       "set. Runs sacreBLEU's paired bootstrap resampling (1000 resamples, seed 12345) on the per-segment\n"
       "statistics the evaluation keeps (results/<set>/segments) and prints both systems' BLEU and chrF,\n"
       "the differences and their p-values: how often resampled test sets show a difference at least as\n"
-      "large from chance alone (below 0.05 is the usual threshold). When both stores keep per-example\n"
-      "outcomes of the same contrastive set (results/contrastive/examples), the same test of contrastive\n"
-      "accuracy follows, over all examples and over those whose antecedent is in an earlier sentence\n"
-      "(a document-level model against its sentence-level twin, whose test segments differ). When both\n"
+      "large from chance alone (below 0.05 is the usual threshold). A model that translated passages\n"
+      "(windows of sentences) against one that translated single sentences is tested sentence by\n"
+      "sentence: the evaluation also scores passages by sentence (results/<set>/sentence_segments,\n"
+      "since evaluation version 5). When both stores keep per-example outcomes of the same contrastive\n"
+      "set (results/contrastive/examples), the same test of contrastive accuracy follows, over all\n"
+      "examples and over those whose antecedent is in an earlier sentence (a document-level model\n"
+      "against its sentence-level twin). When both\n"
       "keep per-document entity counts of the same translated sentences (results/entities/by_document),\n"
       "entity consistency is tested too, resampling documents (no test where one of them renders no\n"
       "repeated entity: it has no consistency), and when both keep per-sentence alignment counts of the\n"

@@ -31,9 +31,9 @@ void add_span(Example& e, const TokenizedCorpus& c, int32_t d, int32_t first, in
   }
 }
 
-std::string span_text(const Corpus& corpus, const Example& e, const std::string& sep, bool source) {
-  std::string out;
-  bool first = true;
+// The sentences of `e` past its context, source or target side.
+std::vector<std::string> span_sentences(const Corpus& corpus, const Example& e, bool source) {
+  std::vector<std::string> out;
   int32_t skip = e.context;
   for (const auto& s : e.spans) {
     const auto& doc = corpus.documents.at(static_cast<size_t>(s.doc));
@@ -42,11 +42,20 @@ std::string span_text(const Corpus& corpus, const Example& e, const std::string&
         --skip;
         continue;
       }
-      if (!first) out += sep;
-      first = false;
       const auto& p = doc.sentences.at(static_cast<size_t>(i));
-      out += source ? p.src : p.tgt;
+      out.push_back(source ? p.src : p.tgt);
     }
+  }
+  return out;
+}
+
+std::string span_text(const Corpus& corpus, const Example& e, const std::string& sep, bool source) {
+  std::string out;
+  bool first = true;
+  for (const std::string& s : span_sentences(corpus, e, source)) {
+    if (!first) out += sep;
+    first = false;
+    out += s;
   }
   return out;
 }
@@ -262,6 +271,10 @@ std::string source_text(const Corpus& corpus, const Example& e, const std::strin
 
 std::string target_text(const Corpus& corpus, const Example& e, const std::string& sep) {
   return span_text(corpus, e, sep, false);
+}
+
+std::vector<std::string> target_sentences(const Corpus& corpus, const Example& e) {
+  return span_sentences(corpus, e, false);
 }
 
 }  // namespace mambamt::data

@@ -122,16 +122,14 @@ ReportRow metric_row(const SweepData& sweep, const PointGroup* g, const std::str
   return row;
 }
 
-// The test set's per-segment statistics of a completed point (null without them).
-std::optional<SegmentStats> segments_of(const SweepPoint& p, const std::string& set) {
-  if (!p.store || p.state != "completed") return std::nullopt;
-  auto it = p.store->tables.find(set + "/segments");
-  if (it == p.store->tables.end()) return std::nullopt;
-  try {
-    return segment_stats(it->second);
-  } catch (const InputError&) {
-    return std::nullopt;  // not a table of ours: no test for this point
-  }
+// Where the captions' BLEU and chrF tests pair two experiments.
+const std::string kSameSegments =
+    " of the same seed on the same segments (by sentence where one translated passages and the other single "
+    "sentences)";
+
+// The store of a completed point (null otherwise).
+const core::StoreSnapshot* completed_store(const SweepPoint& p) {
+  return p.store && p.state == "completed" ? &*p.store : nullptr;
 }
 
 // A cell of p-values over seed pairs: the largest (n = the pairs), so that a
@@ -164,15 +162,23 @@ void seed_pairs(const PointGroup& system, const PointGroup& baseline, const Outc
 }
 
 // Paired bootstrap p-values (BLEU, chrF) of a model against the reference, on
-// the test set's segments when both hold the same ones.
+// the test set's segments when both hold the same ones, else sentence by
+// sentence when those are the same (results::paired_segments: passages
+// against single sentences).
 std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const PointGroup& reference,
                                                      const std::string& set) {
   std::vector<double> bleu, chrf;
   seed_pairs(
-      g, reference, [&set](const SweepPoint& p) { return segments_of(p, set); },
-      [&](const SegmentStats& base, const SegmentStats& sys) {
-        if (!base.same_references(sys) || sys.bleu.empty()) return;
-        const PairedSignificance s = paired_significance(base, sys);
+      g, reference, completed_store,
+      [&](const core::StoreSnapshot& base_store, const core::StoreSnapshot& sys_store) {
+        std::optional<PairedSegments> paired;
+        try {
+          paired = paired_segments(base_store, sys_store, set);
+        } catch (const InputError&) {
+          return;  // not a table of ours: no test for this pair
+        }
+        if (!paired || paired->system.bleu.empty()) return;
+        const PairedSignificance s = paired_significance(paired->baseline, paired->system);
         bleu.push_back(s.bleu_p);
         chrf.push_back(s.chrf_p);
       });
@@ -191,7 +197,7 @@ ReportCell store_pairs_p(const PointGroup& system, const PointGroup& baseline, O
   seed_pairs(
       system, baseline,
       [&outcomes](const SweepPoint& p) -> decltype(outcomes(*p.store)) {
-        if (!p.store || p.state != "completed") return std::nullopt;
+        if (!completed_store(p)) return std::nullopt;
         return outcomes(*p.store);
       },
       [&](const auto& base, const auto& sys) {
@@ -272,7 +278,7 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
               "; mean \u00b1 std over seeds (n)" +
               (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
                             axis.key + " = " + target_label +
-                            " of the same seed on the same segments" + other_tests_caption(sweep) +
+                            kSameSegments + other_tests_caption(sweep) +
                             ", the largest p over the seeds (n)"
                       : std::string());
   t.row_title = axis.key;
@@ -331,7 +337,7 @@ ReportTable baseline_table(const SweepView& view) {
                   ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
                         "; mean \u00b1 std over seeds (n); p: paired bootstrap resampling (sacreBLEU's test, 1000 "
                         "resamples) of BLEU and chrF against " + view.reference->label +
-                        " of the same seed on the same segments" + other_tests_caption(sweep) +
+                        kSameSegments + other_tests_caption(sweep) +
                         ", the largest p over the seeds (n)"
                   : "No Transformer variant in this sweep: no relative speed, memory or significance; test set " +
                         view.test_set;

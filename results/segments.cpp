@@ -125,4 +125,35 @@ PairedSignificance paired_significance(const SegmentStats& baseline, const Segme
   return out;
 }
 
+namespace {
+
+// The table `name` of `store` as segment statistics; null when it has none.
+std::optional<SegmentStats> segment_table_of(const core::StoreSnapshot& store, const std::string& name) {
+  auto it = store.tables.find(name);
+  if (it == store.tables.end()) return std::nullopt;
+  try {
+    return segment_stats(it->second);
+  } catch (const InputError& e) {
+    throw InputError("/results/" + name + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::optional<SegmentStats> sentence_level_segments(const core::StoreSnapshot& store, const std::string& set) {
+  if (auto s = segment_table_of(store, set + "/sentence_segments")) return s;
+  return segment_table_of(store, set + "/segments");
+}
+
+std::optional<PairedSegments> paired_segments(const core::StoreSnapshot& baseline, const core::StoreSnapshot& system,
+                                              const std::string& set) {
+  auto b = segment_table_of(baseline, set + "/segments");
+  auto s = segment_table_of(system, set + "/segments");
+  if (b && s && b->same_references(*s)) return PairedSegments{std::move(*b), std::move(*s), false};
+  b = sentence_level_segments(baseline, set);
+  s = sentence_level_segments(system, set);
+  if (b && s && b->same_references(*s)) return PairedSegments{std::move(*b), std::move(*s), true};
+  return std::nullopt;
+}
+
 }  // namespace mambamt::results

@@ -9,6 +9,8 @@
 //   bleu_sys_len, bleu_ref_len, bleu_match_<n>, bleu_total_<n> for n = 1..4,
 //   chrf_c<k>_{hyp,ref,match} for the character orders k = 1..6, then
 //   chrf_w<k>_{hyp,ref,match} for the word orders (none for chrF).
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/store.h"
@@ -42,6 +44,26 @@ core::ResultTable segment_table(const std::vector<BleuStats>& bleu, const std::v
 // The statistics back from a table segment_table wrote. Throws InputError
 // naming what is wrong when the table is not one (missing or extra columns).
 SegmentStats segment_stats(const core::ResultTable& table);
+
+// The statistics of test set `set` in `store` by sentence: its
+// `<set>/sentence_segments` (a model that translated passages, split into
+// their sentences: results/resegment.h), else its `<set>/segments`. Null
+// when it has neither. Throws InputError naming the table when it is not one
+// of segment statistics.
+std::optional<SegmentStats> sentence_level_segments(const core::StoreSnapshot& store, const std::string& set);
+
+// The segments on which two experiments' translations of `set` are paired:
+// their `<set>/segments` when those hold the same segments against the same
+// references; else, where one translated passages and the other single
+// sentences (or passages of other windows), their sentence_level_segments
+// when those do. Null when neither holds (or a store lacks them); InputError
+// as sentence_level_segments.
+struct PairedSegments {
+  SegmentStats baseline, system;
+  bool by_sentence = false;  // the sentence-level statistics, not both stores' own segments
+};
+std::optional<PairedSegments> paired_segments(const core::StoreSnapshot& baseline, const core::StoreSnapshot& system,
+                                              const std::string& set);
 
 // p-values of sacreBLEU's paired bootstrap test of `system` against
 // `baseline` on the same segments (same_references), for BLEU and for chrF

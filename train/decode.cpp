@@ -189,10 +189,13 @@ std::vector<std::vector<int64_t>> translate_in_context(models::TranslationModel&
   return out;
 }
 
+std::vector<std::string> hypothesis_sentences(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids) {
+  return tokenizer.decode_sentences(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
 std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids) {
-  std::vector<int32_t> v(ids.begin(), ids.end());
   std::string out;
-  for (auto& s : tokenizer.decode_sentences(v)) {
+  for (auto& s : hypothesis_sentences(tokenizer, ids)) {
     if (s.empty()) continue;
     if (!out.empty()) out += ' ';
     out += s;

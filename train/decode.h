@@ -69,7 +69,11 @@ std::vector<std::vector<int64_t>> translate_in_context(models::TranslationModel&
                                                        const torch::Device& device, bool bf16 = false,
                                                        DecodeStats* stats = nullptr);
 
-// The text of hypothesis ids: sentences (split at <sep>) joined by a space.
+// The sentences of hypothesis ids, split at <sep>: one more than the
+// separators, an empty one where two meet or one ends the output.
+std::vector<std::string> hypothesis_sentences(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids);
+
+// The text of hypothesis ids: its non-empty sentences joined by a space.
 std::string hypothesis_text(const data::Tokenizer& tokenizer, const std::vector<int64_t>& ids);
 
 // One line of an n-best list: "<index> ||| <text> ||| <score> ||| <log_prob>"

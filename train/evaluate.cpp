@@ -26,6 +26,7 @@
 #include "results/chrf.h"
 #include "results/entities.h"
 #include "results/length_buckets.h"
+#include "results/resegment.h"
 #include "results/segments.h"
 #include "train/decode.h"
 #include "train/explain.h"
@@ -82,9 +83,12 @@ int64_t document_of(const TestSet& t, size_t i) {
 // sentence at a time in document context (translates_in_context). With
 // eval.nbest > 1 (whole examples only: the configuration refuses it in
 // context), `nbest` receives the lines of their n-best lists (nbest_line).
+// `sentences`, when given, receives each hypothesis split at <sep>
+// (hypothesis_sentences).
 std::vector<std::string> decode_test_set(models::TranslationModel& model, const core::ExperimentConfig& c,
                                          const data::Tokenizer& tok, const TestSet& t, const torch::Device& device,
-                                         std::vector<std::string>& nbest) {
+                                         std::vector<std::string>& nbest,
+                                         std::vector<std::vector<std::string>>* sentences = nullptr) {
   const models::SearchOptions search = search_options(c.eval, c.eval.beam_size);
   std::vector<std::string> out;
   out.reserve(t.examples.size());
@@ -93,6 +97,7 @@ std::vector<std::string> decode_test_set(models::TranslationModel& model, const 
         model, t.examples, tok.specials(), search, c.eval.batch_tokens, device, use_bf16(c.train, device));
     for (size_t i = 0; i < lists.size(); ++i) {
       out.push_back(hypothesis_text(tok, lists[i].front().tokens));
+      if (sentences) sentences->push_back(hypothesis_sentences(tok, lists[i].front().tokens));
       if (search.nbest > 1)
         for (const models::Hypothesis& h : lists[i]) nbest.push_back(nbest_line(i, hypothesis_text(tok, h.tokens), h));
     }
@@ -101,7 +106,10 @@ std::vector<std::string> decode_test_set(models::TranslationModel& model, const 
   auto ids = translate_in_context(model, t.tokenized, t.examples, c.data.context_sentences - 1,
                                   c.data.max_example_tokens, tok.specials(), search, c.eval.batch_tokens, device,
                                   use_bf16(c.train, device));
-  for (auto& h : ids) out.push_back(hypothesis_text(tok, h));
+  for (auto& h : ids) {
+    out.push_back(hypothesis_text(tok, h));
+    if (sentences) sentences->push_back(hypothesis_sentences(tok, h));
+  }
   return out;
 }
 
@@ -437,7 +445,8 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       const TestSet& t = data.tests[si];
       const auto t0 = Clock::now();
       std::vector<std::string> nbest;
-      std::vector<std::string> hyps = decode_test_set(model, c, tok, t, device, nbest);
+      std::vector<std::vector<std::string>> sentences;
+      std::vector<std::string> hyps = decode_test_set(model, c, tok, t, device, nbest, &sentences);
       all_hyps[si] = hyps;
       write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".txt")).string(), hyps);
       if (!nbest.empty()) write_lines((fs::path(exp_dir) / "hyp" / (t.name + ".nbest.txt")).string(), nbest);
@@ -456,6 +465,35 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       store.set_scalar(t.name + "/chrfpp", chrfpp);
       // Per-segment statistics: the collector's paired tests against other experiments.
       if (!hyps.empty()) store.set_table(t.name + "/segments", results::segment_table(bleu_segs, chrf_segs, co));
+      // Passages translated whole are also scored sentence by sentence, on the
+      // segments of a model that translates single sentences: the paired tests
+      // between the two (results/resegment.h) use them.
+      const bool passages = std::any_of(t.examples.begin(), t.examples.end(), [](const data::Example& x) {
+        return x.sentences() - x.context > 1;
+      });
+      if (passages && sentences.size() == hyps.size()) {
+        std::vector<std::string> sentence_hyps, sentence_refs;
+        int64_t windows = 0, by_separators = 0;
+        for (size_t i = 0; i < hyps.size(); ++i) {
+          const std::vector<std::string> r = data::target_sentences(t.corpus, t.examples[i]);
+          const results::PassageSplit split = results::split_passage(sentences[i], r);
+          if (r.size() > 1) {
+            ++windows;
+            by_separators += split.by_separators ? 1 : 0;
+          }
+          sentence_hyps.insert(sentence_hyps.end(), split.sentences.begin(), split.sentences.end());
+          sentence_refs.insert(sentence_refs.end(), r.begin(), r.end());
+        }
+        results::ReferenceStreams sentence_streams{sentence_refs};
+        store.set_table(t.name + "/sentence_segments",
+                        results::segment_table(results::bleu_corpus_segment_stats(sentence_hyps, sentence_streams, bo),
+                                               results::chrf_corpus_segment_stats(sentence_hyps, sentence_streams, co),
+                                               co));
+        store.set_scalar(t.name + "/passages_split_by_separator",
+                         static_cast<double>(by_separators) / static_cast<double>(std::max<int64_t>(1, windows)));
+        spdlog::info("test set {}: {} of {} passages split into their sentences at the model's separators, {} re-cut",
+                     t.name, by_separators, windows, windows - by_separators);
+      }
       if (e.bootstrap_samples > 0 && !hyps.empty()) {
         results::BootstrapOptions bs;
         bs.num_samples = static_cast<int>(e.bootstrap_samples);

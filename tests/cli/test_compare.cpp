@@ -216,6 +216,53 @@ TEST_CASE("mambamt compare: contrastive accuracy of a document-level model again
                                        !Catch::Contains("nan"));
 }
 
+TEST_CASE("mambamt compare: a model that translated passages against one that translated sentences, by sentence",
+          "[cli]") {
+  TempDir tmp;
+  const auto [sent, doc] = sentence_and_document_twins(tmp);
+  // The document-level store as evaluation version 5 writes it: its passages
+  // also scored by sentence (here: a third of the sentences garbled, against
+  // every other one for the sentence-level model).
+  const std::vector<std::string> refs = references();
+  const results::ReferenceStreams streams{refs};
+  const std::vector<std::string> doc_sentences = translations(3, refs);
+  const core::ResultTable by_sentence =
+      results::segment_table(results::bleu_corpus_segment_stats(doc_sentences, streams),
+                             results::chrf_corpus_segment_stats(doc_sentences, streams), results::ChrfOptions{});
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(doc + "/store.h5");
+    store.set_table("test/sentence_segments", by_sentence);
+    store.commit();
+  }
+  const results::SegmentStats sent_stats = results::segment_stats(store_in(sent).tables.at("test/segments"));
+  const results::SegmentStats doc_stats = results::segment_stats(by_sentence);
+  for (bool swap : {false, true}) {
+    INFO("swap " << swap);
+    CommandResult r = run_shell(mambamt_binary() + " compare " + (swap ? doc + " " + sent : sent + " " + doc));
+    INFO(r.output);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.output, Catch::StartsWith("test set test: 80 sentences, the same references (" +
+                                           std::string(swap ? "40 and 80" : "80 and 40") +
+                                           " segments: passages translated whole are scored by sentence)"));
+    const results::PairedSignificance p =
+        swap ? results::paired_significance(doc_stats, sent_stats) : results::paired_significance(sent_stats, doc_stats);
+    char line[64];
+    std::snprintf(line, sizeof line, "p-value    %8.4f %8.4f\n", p.bleu_p, p.chrf_p);
+    CHECK_THAT(r.output, Catch::Contains(line));
+  }
+  // A sentence table that is not one: named with its store.
+  {
+    core::ExperimentStore store = core::ExperimentStore::open(doc + "/store.h5");
+    core::ResultTable bad = by_sentence;
+    bad.columns[3] = "bleu_match_9";
+    store.set_table("test/sentence_segments", bad);
+    store.commit();
+  }
+  CommandResult bad = run_shell(mambamt_binary() + " compare " + sent + " " + doc);
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.output, Catch::Contains(doc + "/store.h5:/results/test/sentence_segments: "));
+}
+
 TEST_CASE("mambamt compare: entity consistency over the same documents, documents resampled", "[cli]") {
   TempDir tmp;
   const auto [sent, doc] = sentence_and_document_twins(tmp);

@@ -140,6 +140,7 @@ void make_evaluated_by_older(const std::string& store_path, int64_t version = 0)
   core::ExperimentStore store = core::ExperimentStore::open(store_path);
   store.set_scalar("evaluation/version", static_cast<double>(version));
   store.set_scalar("test/bleu", -1);
+  store.set_scalar("efficiency/decode_tokens_per_s", -1);
   store.commit();
 }
 
@@ -404,7 +405,7 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
   std::string current;
   for (auto& [id, st] : before)
     if (id != old_ids[0] && id != old_ids[1]) current = id;
-  // The second as version 3 left it: only the alignment part changed since.
+  // The second as version 3 left it: the alignment and the test sets changed since.
   make_evaluated_by_older(s.run_dir + "/exp/" + old_ids[0] + "/store.h5");
   make_evaluated_by_older(s.run_dir + "/exp/" + old_ids[1] + "/store.h5", 3);
   const FileId untouched = file_id(s.run_dir + "/exp/" + current + "/store.h5");
@@ -420,7 +421,7 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
                                          "): --reevaluate evaluates it again (alignment, contrastive, efficiency, "
                                          "entities, explain, extrapolation, gates, test_sets)"));
   CHECK_THAT(dry.output, Catch::Contains("evaluated by an older mambamt (evaluation version 3, now " + version_now +
-                                         "): --reevaluate evaluates it again (alignment)"));
+                                         "): --reevaluate evaluates it again (alignment, test_sets)"));
   CHECK_THAT(run_shell(mambamt_binary() + " status " + s.run_dir).output,
              Catch::Contains("2 completed experiment(s) evaluated by an older mambamt"));
   auto collected = run_shell(mambamt_binary() + " collect " + s.run_dir + " --out " + s.tmp.path("results"));
@@ -442,12 +443,14 @@ TEST_CASE("a sweep with --reevaluate evaluates completed experiments of an older
     CHECK(again.output.find("evaluate again " + id) != std::string::npos);
     CHECK(again.output.find("evaluated " + id) != std::string::npos);
     const core::StoreSnapshot &was = before.at(id), &now = after.at(id);
+    // The same checkpoints evaluated the same way give the first evaluation's BLEU.
+    CHECK(now.scalars.at("test/bleu") == was.scalars.at("test/bleu"));
     if (id == old_ids[0]) {
-      // The whole suite: the same checkpoints evaluated the same way give the first evaluation's BLEU.
-      CHECK(now.scalars.at("test/bleu") == was.scalars.at("test/bleu"));
+      // The whole suite: the decoding speed measured again.
+      CHECK(now.scalars.at("efficiency/decode_tokens_per_s") > 0);
     } else {
-      // Only the alignment part: the test sets were not decoded again.
-      CHECK(now.scalars.at("test/bleu") == -1);
+      // Only the alignment and the test sets: the speed was not measured again.
+      CHECK(now.scalars.at("efficiency/decode_tokens_per_s") == -1);
       CHECK(now.scalars.at("alignment/aer") == was.scalars.at("alignment/aer"));
     }
     CHECK(now.scalars.at("evaluation/version") == core::kEvaluationVersion);

@@ -113,6 +113,10 @@ struct Results {
   // garbled_every-th one and those in `garbled` garbled (0: no table).
   int garbled_every = 0;
   std::vector<int> garbled;
+  // The model translated passages of two sentences: test/segments of the
+  // passages (two translations and their references joined), and
+  // test/sentence_segments of the sentences.
+  bool passages = false;
 };
 
 // 120 reference sentences of a test set.
@@ -142,6 +146,20 @@ std::vector<std::string> test_translations(const Results& r) {
     hyps[i] = out;
   }
   return hyps;
+}
+
+// The segment statistics of translations `hyps` of `refs` (one reference each).
+core::ResultTable segments_table(const std::vector<std::string>& hyps, const std::vector<std::string>& refs) {
+  const ReferenceStreams streams{refs};
+  return segment_table(bleu_corpus_segment_stats(hyps, streams), chrf_corpus_segment_stats(hyps, streams),
+                       ChrfOptions{});
+}
+
+// Neighbouring sentences joined in twos: the passages of a model trained on windows of two.
+std::vector<std::string> in_twos(const std::vector<std::string>& sentences) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i + 1 < sentences.size(); i += 2) out.push_back(sentences[i] + " " + sentences[i + 1]);
+  return out;
 }
 
 struct Point {
@@ -180,10 +198,13 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
     store.set_scalar("efficiency/peak_memory_mb", r.memory);
     store.set_scalar("efficiency/params", r.params);
     if (r.garbled_every > 0) {
-      const std::vector<std::string> hyps = test_translations(r);
-      const ReferenceStreams refs{test_references()};
-      store.set_table("test/segments", segment_table(bleu_corpus_segment_stats(hyps, refs),
-                                                     chrf_corpus_segment_stats(hyps, refs), ChrfOptions{}));
+      const std::vector<std::string> hyps = test_translations(r), refs = test_references();
+      if (r.passages) {
+        store.set_table("test/sentence_segments", segments_table(hyps, refs));
+        store.set_table("test/segments", segments_table(in_twos(hyps), in_twos(refs)));
+      } else {
+        store.set_table("test/segments", segments_table(hyps, refs));
+      }
     }
     if (!r.by_length.empty()) {
       std::vector<std::string> rows = {"1-16", "17-32"};
@@ -364,6 +385,7 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
     Results mamba = res(25, 250, 2500, 400, 2.5e6);
     mamba.garbled_every = 2;
     mamba.garbled = {1};
+    mamba.passages = true;  // paired with the Transformer sentence by sentence
     mamba.explain = 2;  // occlusion only: a pure Mamba has no attention over the source
     write_store(f.run, p3, c3, "completed", mamba);
     auto [p4, c4] = make("mamba", "", "", 2);
@@ -622,7 +644,10 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
   // Paired bootstrap against the Transformer of the same seed, on the stores'
   // segment statistics: the base hybrid (a tenth of its translations garbled
   // against half) differs for both seeds, the pure Mamba (one translation
-  // more garbled) does not; the Transformer itself has no p.
+  // more garbled) does not; the Transformer itself has no p. The pure Mamba
+  // translated passages of two sentences and the Transformer single ones:
+  // their test pairs the Mamba's sentence_segments with the Transformer's
+  // segments.
   CHECK(md.find("BLEU p vs Transformer") != std::string::npos);
   for (const char* col : {"bleu_p_vs_reference", "chrf_p_vs_reference"}) {
     INFO(col);
@@ -672,6 +697,54 @@ TEST_CASE("segment statistics: a table and back, same references, paired signifi
   bad.columns[3] = "bleu_match_9";
   CHECK_THROWS_AS(segment_stats(bad), InputError);
   CHECK_THROWS_AS(segment_table(b.bleu, std::vector<ChrfStats>(3), ChrfOptions{}), InputError);
+}
+
+TEST_CASE("paired_segments: passages against single sentences are paired sentence by sentence",
+          "[results][collector]") {
+  Results better, worse;
+  better.garbled_every = 10;
+  worse.garbled_every = 2;
+  const std::vector<std::string> refs = test_references();
+  core::StoreSnapshot sentences, passages, passages_too, other;
+  sentences.tables["test/segments"] = segments_table(test_translations(worse), refs);
+  passages.tables["test/segments"] = segments_table(in_twos(test_translations(better)), in_twos(refs));
+  passages.tables["test/sentence_segments"] = segments_table(test_translations(better), refs);
+  passages_too.tables = passages.tables;
+  std::vector<std::string> changed = refs;
+  changed[7] = "something else entirely .";
+  other.tables["test/segments"] = segments_table(test_translations(worse), changed);
+
+  // Each store's own segments where they are the same ones.
+  std::optional<PairedSegments> same = paired_segments(passages, passages_too, "test");
+  REQUIRE(same);
+  CHECK_FALSE(same->by_sentence);
+  CHECK(same->baseline.bleu.size() == 60);
+  // Passages against sentences: by sentence, 120 of them, both ways round.
+  for (bool swap : {false, true}) {
+    INFO("swap " << swap);
+    std::optional<PairedSegments> p =
+        swap ? paired_segments(passages, sentences, "test") : paired_segments(sentences, passages, "test");
+    REQUIRE(p);
+    CHECK(p->by_sentence);
+    CHECK(p->baseline.bleu.size() == 120);
+    CHECK(p->system.bleu.size() == 120);
+  }
+  const PairedSegments worse_better = *paired_segments(sentences, passages, "test");
+  const PairedSignificance s = paired_significance(worse_better.baseline, worse_better.system);
+  CHECK(s.bleu_p < 0.01);
+  CHECK(s.bleu_delta > 10);
+  // Other references, another test set, a store without segments: no pairing.
+  CHECK_FALSE(paired_segments(other, passages, "test"));
+  CHECK_FALSE(paired_segments(sentences, passages, "valid"));
+  CHECK_FALSE(paired_segments(core::StoreSnapshot{}, passages, "test"));
+  // sentence_level_segments: the sentence table where there is one.
+  CHECK(sentence_level_segments(passages, "test")->bleu.size() == 120);
+  CHECK(sentence_level_segments(sentences, "test")->bleu.size() == 120);
+  CHECK_FALSE(sentence_level_segments(core::StoreSnapshot{}, "test"));
+  // A malformed sentence table is named.
+  core::StoreSnapshot bad = passages;
+  bad.tables["test/sentence_segments"].columns[3] = "bleu_match_9";
+  CHECK_THROWS_WITH(paired_segments(sentences, bad, "test"), Catch::StartsWith("/results/test/sentence_segments: "));
 }
 
 TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {

@@ -388,6 +388,41 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(seg.bleu.size() == hyp_lines);
   CHECK(results::bleu_from_stats(results::sum_bleu_stats(seg.bleu)).score == Approx(s.scalars["test/bleu"]).epsilon(1e-9));
   CHECK(results::chrf_from_stats(results::sum_chrf_stats(seg.chrf)).score == Approx(s.scalars["test/chrf"]).epsilon(1e-9));
+  // The tiny model translates windows of 2 sentences: it is scored sentence by
+  // sentence as well, one row per sentence of its windows, against those
+  // sentences as references (the segments of a model that translates single
+  // sentences), each window's translation cut into its sentences.
+  {
+    const train::PreparedData data = train::prepare_data(c, tmp.path("shared"));
+    REQUIRE(data.tests.size() == 1);
+    const auto& t = data.tests[0];
+    std::vector<std::string> sentence_refs;
+    int64_t windows = 0;
+    for (const auto& e : t.examples) {
+      const auto r = data::target_sentences(t.corpus, e);
+      sentence_refs.insert(sentence_refs.end(), r.begin(), r.end());
+      windows += r.size() > 1 ? 1 : 0;
+    }
+    REQUIRE(windows > 0);
+    REQUIRE(s.tables.count("test/sentence_segments"));
+    const results::SegmentStats by_sentence = results::segment_stats(s.tables["test/sentence_segments"]);
+    CHECK(by_sentence.bleu.size() == sentence_refs.size());
+    CHECK(by_sentence.bleu.size() > seg.bleu.size());
+    const results::ReferenceStreams streams{sentence_refs};
+    const results::SegmentStats refs_scored = results::segment_stats(results::segment_table(
+        results::bleu_corpus_segment_stats(sentence_refs, streams, {}),
+        results::chrf_corpus_segment_stats(sentence_refs, streams, {}), {}));
+    CHECK(by_sentence.same_references(refs_scored));
+    // Every hypothesis word is in one sentence: as many as in the windows'.
+    int64_t words_by_window = 0, words_by_sentence = 0;
+    for (const auto& b : seg.bleu) words_by_window += b.sys_len;
+    for (const auto& b : by_sentence.bleu) words_by_sentence += b.sys_len;
+    CHECK(words_by_sentence == words_by_window);
+    REQUIRE(s.scalars.count("test/passages_split_by_separator"));
+    const double split = s.scalars["test/passages_split_by_separator"];
+    CHECK(split >= 0);
+    CHECK(split <= 1);
+  }
   // Heatmaps of the first short test sentences (the tiny hybrid has cross-attention).
   for (int k = 0; k < 3; ++k) {
     INFO("explain " << k);
@@ -459,7 +494,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   }
 
   // What the evaluation writes (the results of the same training without
-  // evaluation left out) is what evaluation version 4 wrote. When this fails,
+  // evaluation left out) is what evaluation version 5 wrote. When this fails,
   // completed sweeps hold results of another shape than a new evaluation
   // writes: raise core::kEvaluationVersion (core/store.h, with a line in its
   // log) so that `mambamt sweep --reevaluate` redoes them, then update the
@@ -469,7 +504,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     std::set<std::string> evaluation_names = result_names(s);
     for (const std::string& n : result_names(core::ExperimentStore::read(tmp.path("trained_only") + "/store.h5")))
       evaluation_names.erase(n);
-    const std::set<std::string> version_4 = {
+    const std::set<std::string> version_5 = {
         "scalar alignment/aer",
         "scalar alignment/aer_all_layers",
         "scalar alignment/aer_best_layer",
@@ -491,6 +526,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "scalar test/chrf_ci_high",
         "scalar test/chrf_ci_low",
         "scalar test/chrfpp",
+        "scalar test/passages_split_by_separator",
         "table alignment/by_layer (aer,precision,recall,links,gold_links,sentences)",
         "table alignment/sentences (predicted,sure,sure_hits,possible_hits)",
         "table contrastive/by_distance (accuracy,n)",
@@ -513,6 +549,11 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "chrf_c2_hyp,chrf_c2_ref,chrf_c2_match,chrf_c3_hyp,chrf_c3_ref,chrf_c3_match,chrf_c4_hyp,"
         "chrf_c4_ref,chrf_c4_match,chrf_c5_hyp,chrf_c5_ref,chrf_c5_match,chrf_c6_hyp,chrf_c6_ref,"
         "chrf_c6_match)",
+        "table test/sentence_segments (bleu_sys_len,bleu_ref_len,bleu_match_1,bleu_match_2,bleu_match_3,"
+        "bleu_match_4,bleu_total_1,bleu_total_2,bleu_total_3,bleu_total_4,chrf_c1_hyp,chrf_c1_ref,chrf_c1_match,"
+        "chrf_c2_hyp,chrf_c2_ref,chrf_c2_match,chrf_c3_hyp,chrf_c3_ref,chrf_c3_match,chrf_c4_hyp,"
+        "chrf_c4_ref,chrf_c4_match,chrf_c5_hyp,chrf_c5_ref,chrf_c5_match,chrf_c6_hyp,chrf_c6_ref,"
+        "chrf_c6_match)",
         "text alignment",
         "text comet",
         "text data.alignment",
@@ -522,14 +563,14 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     };
     std::string unlisted, gone;
     for (const std::string& n : evaluation_names)
-      if (!version_4.count(n)) unlisted += "\n  \"" + n + "\",";
-    for (const std::string& n : version_4)
+      if (!version_5.count(n)) unlisted += "\n  \"" + n + "\",";
+    for (const std::string& n : version_5)
       if (!evaluation_names.count(n)) gone += "\n  " + n;
-    INFO("written but not by version 4:" << unlisted);
-    INFO("written by version 4 but not now:" << gone);
+    INFO("written but not by version 5:" << unlisted);
+    INFO("written by version 5 but not now:" << gone);
     CHECK(unlisted.empty());
     CHECK(gone.empty());
-    CHECK(core::kEvaluationVersion == 4);
+    CHECK(core::kEvaluationVersion == 5);
   }
 
   // Running it again changes nothing.
@@ -683,7 +724,8 @@ TEST_CASE("re-evaluating a store of an older evaluation version runs only the pa
     CHECK_FALSE(core::evaluation_parts_changed_since(v).empty());  // a raised version names what it changed
     CHECK_NOTHROW(train::eval_parts_named(core::evaluation_parts_changed_since(v)));
   }
-  CHECK(core::evaluation_parts_changed_since(3) == std::set<std::string>{"alignment"});
+  CHECK(core::evaluation_parts_changed_since(4) == std::set<std::string>{"test_sets"});
+  CHECK(core::evaluation_parts_changed_since(3) == std::set<std::string>{"alignment", "test_sets"});
   const train::EvalParts only = train::eval_parts_named({"alignment"});
   CHECK(only.alignment);
   CHECK_FALSE(only.test_sets);
@@ -696,8 +738,8 @@ TEST_CASE("re-evaluating a store of an older evaluation version runs only the pa
   const core::ExperimentConfig c = train_test::tiny_config({});
   REQUIRE(run(c, dir, /*eval=*/true).state == core::RunState::completed);
   // Marks of what a re-evaluation would overwrite: the AER (the alignment
-  // part, changed at version 3), the decoding speed (efficiency) and BLEU
-  // (test sets, unchanged since version 1).
+  // part, changed at version 3), the decoding speed (efficiency, unchanged
+  // since version 1) and BLEU (test sets, changed at version 5).
   auto mark = [&](int64_t version) {
     core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
     store.set_scalar("evaluation/version", static_cast<double>(version));
@@ -706,24 +748,33 @@ TEST_CASE("re-evaluating a store of an older evaluation version runs only the pa
     store.set_scalar("test/bleu", 7);
     store.commit();
   };
-  const auto hyp_time = fs::last_write_time(dir + "/hyp/test.txt");
   train::EvalRequest req;
   req.exp_dir = dir;
   req.device = "cpu";
   req.changed_parts_only = true;
 
-  mark(3);
+  // Version 4: the test sets only.
+  mark(4);
   REQUIRE(train::evaluate_experiment(req));
   core::StoreSnapshot s = core::ExperimentStore::read(dir + "/store.h5");
   CHECK(s.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  CHECK(s.scalars.at("test/bleu") != 7);  // evaluated again
+  CHECK(s.tables.count("test/sentence_segments"));
+  CHECK(s.scalars.at("alignment/aer") == 7);  // left as they were
+  CHECK(s.scalars.at("efficiency/decode_tokens_per_s") == 7);
+
+  // Version 3: the alignment and the test sets.
+  mark(3);
+  REQUIRE(train::evaluate_experiment(req));
+  s = core::ExperimentStore::read(dir + "/store.h5");
+  CHECK(s.scalars.at("evaluation/version") == core::kEvaluationVersion);
   CHECK(s.scalars.at("alignment/aer") < 1);  // evaluated again
+  CHECK(s.scalars.at("test/bleu") != 7);
   const core::ResultTable& layers = s.tables.at("alignment/by_layer");
   const auto held = std::find(layers.rows.begin(), layers.rows.end(), "held-out layer");
   REQUIRE(held != layers.rows.end());
   CHECK(s.scalars.at("alignment/aer") == layers.at(static_cast<size_t>(held - layers.rows.begin()), 0));
   CHECK(s.scalars.at("efficiency/decode_tokens_per_s") == 7);  // left as it was
-  CHECK(s.scalars.at("test/bleu") == 7);
-  CHECK(fs::last_write_time(dir + "/hyp/test.txt") == hyp_time);  // not decoded again
 
   // Up to date: nothing to do, the store untouched.
   const std::string before = read_text(dir + "/store.h5");
