@@ -547,7 +547,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     std::function<double(const core::StoreSnapshot&)> value;
     bool sides;  // document- and sentence-level columns before the gain
     int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones, 3 entity
-                 // consistency; 0 none
+                 // consistency, 4 BLEU; 0 none
   };
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
@@ -559,7 +559,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       {"contrastive_accuracy", "Contrastive acc. (%)", 1, scalar("contrastive/accuracy", 100), true, 1},
       {"earlier_sentence_accuracy", "Antecedent in an earlier sentence (%)", 1,
        [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true, 2},
-      {"bleu", "BLEU", 2, scalar(view.test_set + "/bleu", 1), true, 0},
+      {"bleu", "BLEU", 2, scalar(view.test_set + "/bleu", 1), true, 4},
   };
   bool consistency = false;
   for (auto& [d, s] : pairs)
@@ -580,9 +580,10 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
               view.test_set +
               " (over each model's own test examples: passages for a model that translates whole passages); "
               "mean \u00b1 std over seeds (n); p: paired bootstrap resampling (1000 resamples) of the contrastive "
-              "accuracy against the sentence-level model of the same seed on the same examples, and of entity "
-              "consistency (documents resampled) where both translated the same sentences, the largest p over the "
-              "seeds (n)";
+              "accuracy against the sentence-level model of the same seed on the same examples, of BLEU sentence by "
+              "sentence (a model's passages split into their sentences) where both were scored on the same "
+              "sentences, and of entity consistency (documents resampled) where both translated the same "
+              "sentences, the largest p over the seeds (n)";
   t.row_title = "model";
   for (const Metric& m : metrics) {
     if (m.sides) {
@@ -605,6 +606,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     row.base = d->base;
     const std::pair<ReportCell, ReportCell> p = contrastive_significance(*d, *s);
     const ReportCell consistency_p = consistency ? consistency_significance(*d, *s) : ReportCell{};
+    const ReportCell bleu_p = significance_cells(*d, *s, view.test_set).first;
     for (const Metric& m : metrics) {
       std::vector<double> doc, sent, gain;
       for (const SweepPoint* p : d->points) {
@@ -621,7 +623,11 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
         row.cells.push_back(summarize(sent));
       }
       row.cells.push_back(summarize(gain));
-      if (m.test) row.cells.push_back(m.test == 1 ? p.first : m.test == 2 ? p.second : consistency_p);
+      if (m.test)
+        row.cells.push_back(m.test == 1   ? p.first
+                            : m.test == 2 ? p.second
+                            : m.test == 3 ? consistency_p
+                                          : bleu_p);
     }
     t.rows.push_back(std::move(row));
   }

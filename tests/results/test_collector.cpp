@@ -162,6 +162,19 @@ std::vector<std::string> in_twos(const std::vector<std::string>& sentences) {
   return out;
 }
 
+// results/test/segments (and sentence_segments) as Results::garbled_every,
+// garbled and passages say.
+void write_segments(core::ExperimentStore& store, const Results& r) {
+  if (r.garbled_every <= 0) return;
+  const std::vector<std::string> hyps = test_translations(r), refs = test_references();
+  if (r.passages) {
+    store.set_table("test/sentence_segments", segments_table(hyps, refs));
+    store.set_table("test/segments", segments_table(in_twos(hyps), in_twos(refs)));
+  } else {
+    store.set_table("test/segments", segments_table(hyps, refs));
+  }
+}
+
 struct Point {
   std::string id, name, variant;
   int64_t seed;
@@ -197,15 +210,7 @@ void write_store(const fs::path& run, const Point& p, const core::ExperimentConf
     store.set_scalar("efficiency/train_tokens_per_s", r.train);
     store.set_scalar("efficiency/peak_memory_mb", r.memory);
     store.set_scalar("efficiency/params", r.params);
-    if (r.garbled_every > 0) {
-      const std::vector<std::string> hyps = test_translations(r), refs = test_references();
-      if (r.passages) {
-        store.set_table("test/sentence_segments", segments_table(hyps, refs));
-        store.set_table("test/segments", segments_table(in_twos(hyps), in_twos(refs)));
-      } else {
-        store.set_table("test/segments", segments_table(hyps, refs));
-      }
-    }
+    write_segments(store, r);
     if (!r.by_length.empty()) {
       std::vector<std::string> rows = {"1-16", "17-32"};
       std::vector<double> v = {r.by_length[0], r.by_length[0] + 20, 5, 10, r.by_length[1], r.by_length[1] + 20, 5, 24};
@@ -1344,6 +1349,21 @@ model.kind = "mamba"
   entities("", 1, 2, text);
   entities("", 2, 2, text);
   entities("hybrid-sent", 1, 1, text);
+  // Segment statistics: the base hybrid translated passages of two sentences
+  // (a tenth of its sentences garbled), its twin single sentences (every other
+  // one garbled): BLEU is tested sentence by sentence.
+  auto segments = [&](const std::string& variant, int64_t seed, int garbled_every, bool passages) {
+    core::ExperimentStore store =
+        core::ExperimentStore::open((run / "exp" / point_config(variant, seed).id() / "store.h5").string());
+    Results r;
+    r.garbled_every = garbled_every;
+    r.passages = passages;
+    write_segments(store, r);
+    store.commit();
+  };
+  segments("", 1, 10, true);
+  segments("", 2, 10, true);
+  segments("hybrid-sent", 1, 2, false);
 
   CollectOptions o;
   o.run_dir = run.string();
@@ -1379,6 +1399,9 @@ model.kind = "mamba"
   CHECK(cell(t, "transformer", "earlier_sentence_accuracy_p").mean > 0.05);
   CHECK(cell(t, "base", "bleu_gain").mean == Approx(1));
   CHECK(cell(t, "transformer", "bleu_gain").mean == Approx(0));
+  CHECK(cell(t, "base", "bleu_p").mean < 0.01);
+  CHECK(cell(t, "base", "bleu_p").n == 1);
+  CHECK(cell(t, "transformer", "bleu_p").n == 0);  // no segment statistics
   // Entity consistency: a column since the hybrids' stores have it.
   CHECK(cell(t, "base", "entity_consistency_gain_pp").mean == Approx(20));
   CHECK(cell(t, "transformer", "entity_consistency_gain_pp").n == 0);
