@@ -47,9 +47,9 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //      alignment/aer_best_layer the best layer's (2026-11-27)
 //   4  alignment/sentences and data.alignment: per-sentence counts for the
 //      paired test of AER (2026-11-27)
-//   5  <set>/sentence_segments and <set>/passages_split_by_separator: test
-//      sets translated as passages also scored sentence by sentence
-//      (2026-11-27)
+//   5  <set>/sentence_segments, <set>/sentence_bleu and
+//      <set>/passages_split_by_separator: test sets translated as passages
+//      also scored sentence by sentence (2026-11-27)
 inline constexpr int64_t kEvaluationVersion = 5;
 
 // The evaluation version from which results/<path> means what it means now:

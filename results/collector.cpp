@@ -54,6 +54,13 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   std::vector<MetricDef> defs;
   if (with_params_first) defs.push_back(params);
   defs.push_back({"bleu", "BLEU", set + "/bleu", 1, 2, Better::kHigher, 1, ""});
+  // Where some model translated passages, BLEU over the sentences as well:
+  // the BLEU column's segments are passages for it and sentences for others.
+  const bool passages = std::any_of(sweep.points.begin(), sweep.points.end(), [&](const SweepPoint& p) {
+    return p.store && !detail::outside_grid(sweep, p) && p.store->tables.count(set + "/sentence_segments");
+  });
+  if (passages && any_value(set + "/sentence_bleu"))
+    defs.push_back({"sentence_bleu", "BLEU by sentence", set + "/sentence_bleu", 1, 2, Better::kHigher, 1, ""});
   defs.push_back({"chrf", "chrF", set + "/chrf", 1, 2, Better::kHigher, 1, ""});
   if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
   defs.push_back({"contrastive_accuracy", "Contrastive acc. (%)", "contrastive/accuracy", 100, 1, Better::kHigher, 1, ""});

@@ -471,6 +471,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       const bool passages = std::any_of(t.examples.begin(), t.examples.end(), [](const data::Example& x) {
         return x.sentences() - x.context > 1;
       });
+      double sentence_bleu = bleu;
       if (passages && sentences.size() == hyps.size()) {
         std::vector<std::string> sentence_hyps, sentence_refs;
         int64_t windows = 0, by_separators = 0;
@@ -485,15 +486,19 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
           sentence_refs.insert(sentence_refs.end(), r.begin(), r.end());
         }
         results::ReferenceStreams sentence_streams{sentence_refs};
+        const auto sentence_bleu_segs = results::bleu_corpus_segment_stats(sentence_hyps, sentence_streams, bo);
         store.set_table(t.name + "/sentence_segments",
-                        results::segment_table(results::bleu_corpus_segment_stats(sentence_hyps, sentence_streams, bo),
+                        results::segment_table(sentence_bleu_segs,
                                                results::chrf_corpus_segment_stats(sentence_hyps, sentence_streams, co),
                                                co));
+        sentence_bleu = results::bleu_from_stats(results::sum_bleu_stats(sentence_bleu_segs), bo).score;
         store.set_scalar(t.name + "/passages_split_by_separator",
                          static_cast<double>(by_separators) / static_cast<double>(std::max<int64_t>(1, windows)));
-        spdlog::info("test set {}: {} of {} passages split into their sentences at the model's separators, {} re-cut",
-                     t.name, by_separators, windows, windows - by_separators);
+        spdlog::info("test set {}: {} of {} passages split into their sentences at the model's separators, {} re-cut; "
+                     "BLEU by sentence {:.2f}",
+                     t.name, by_separators, windows, windows - by_separators, sentence_bleu);
       }
+      if (!hyps.empty()) store.set_scalar(t.name + "/sentence_bleu", sentence_bleu);
       if (e.bootstrap_samples > 0 && !hyps.empty()) {
         results::BootstrapOptions bs;
         bs.num_samples = static_cast<int>(e.bootstrap_samples);

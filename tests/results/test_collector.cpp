@@ -167,6 +167,7 @@ std::vector<std::string> in_twos(const std::vector<std::string>& sentences) {
 void write_segments(core::ExperimentStore& store, const Results& r) {
   if (r.garbled_every <= 0) return;
   const std::vector<std::string> hyps = test_translations(r), refs = test_references();
+  store.set_scalar("test/sentence_bleu", corpus_bleu(hyps, ReferenceStreams{refs}).score);
   if (r.passages) {
     store.set_table("test/sentence_segments", segments_table(hyps, refs));
     store.set_table("test/segments", segments_table(in_twos(hyps), in_twos(refs)));
@@ -654,6 +655,19 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
   // their test pairs the Mamba's sentence_segments with the Transformer's
   // segments.
   CHECK(md.find("BLEU p vs Transformer") != std::string::npos);
+  // The pure Mamba translated passages: BLEU by sentence is a column, the
+  // BLEU of its sentences' translations (the others' stores hold their BLEU
+  // over sentences too).
+  CHECK(md.find("BLEU by sentence") != std::string::npos);
+  Results mamba;
+  mamba.garbled_every = 2;
+  mamba.garbled = {1};
+  const ReferenceStreams refs{test_references()};
+  CHECK(cell(t, "mamba", "sentence_bleu").mean == Approx(corpus_bleu(test_translations(mamba), refs).score));
+  Results transformer;
+  transformer.garbled_every = 2;
+  CHECK(cell(t, "transformer", "sentence_bleu").mean == Approx(corpus_bleu(test_translations(transformer), refs).score));
+  CHECK(cell(t, "transformer", "sentence_bleu").n == 2);
   for (const char* col : {"bleu_p_vs_reference", "chrf_p_vs_reference"}) {
     INFO(col);
     CHECK(cell(t, "base", col).n == 2);

@@ -413,6 +413,9 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         results::bleu_corpus_segment_stats(sentence_refs, streams, {}),
         results::chrf_corpus_segment_stats(sentence_refs, streams, {}), {}));
     CHECK(by_sentence.same_references(refs_scored));
+    REQUIRE(s.scalars.count("test/sentence_bleu"));
+    CHECK(s.scalars["test/sentence_bleu"] ==
+          Approx(results::bleu_from_stats(results::sum_bleu_stats(by_sentence.bleu)).score).epsilon(1e-9));
     // Every hypothesis word is in one sentence: as many as in the windows'.
     int64_t words_by_window = 0, words_by_sentence = 0;
     for (const auto& b : seg.bleu) words_by_window += b.sys_len;
@@ -527,6 +530,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "scalar test/chrf_ci_low",
         "scalar test/chrfpp",
         "scalar test/passages_split_by_separator",
+        "scalar test/sentence_bleu",
         "table alignment/by_layer (aer,precision,recall,links,gold_links,sentences)",
         "table alignment/sentences (predicted,sure,sure_hits,possible_hits)",
         "table contrastive/by_distance (accuracy,n)",
@@ -700,6 +704,9 @@ TEST_CASE("a windowed experiment decoding in context is scored over single sente
   auto s = core::ExperimentStore::read(dir + "/store.h5");
   CHECK(std::isfinite(s.scalars["test/bleu"]));
   CHECK(std::isfinite(s.scalars["contrastive/accuracy"]));
+  // Its segments are sentences: BLEU by sentence is its BLEU, and there is no second table.
+  CHECK(s.scalars.at("test/sentence_bleu") == s.scalars["test/bleu"]);
+  CHECK_FALSE(s.tables.count("test/sentence_segments"));
 
   // `translate`: one sentence per line, a blank line between documents; a
   // document's first sentence is translated as if alone, a later one after
