@@ -50,10 +50,15 @@ ComparedStore read_compared(const std::string& where) {
 }
 
 // The test set's segment statistics of a store; InputError naming the store
-// and what to do when it has none.
-results::SegmentStats compared_segments(const ComparedStore& c, const std::string& set) {
-  auto it = c.store.tables.find(set + "/segments");
-  if (it == c.store.tables.end()) {
+// and what to do when it has none, or the table that is not one.
+results::StoreSegments compared_segments(const ComparedStore& c, const std::string& set) {
+  results::StoreSegments out;
+  try {
+    out = results::store_segments(c.store, set);
+  } catch (const InputError& e) {
+    throw InputError(c.path + ":" + e.what());
+  }
+  if (!out.own) {
     std::string sets;
     for (auto& [name, table] : c.store.tables)
       if (name.size() > 9 && name.compare(name.size() - 9, 9, "/segments") == 0)
@@ -62,11 +67,7 @@ results::SegmentStats compared_segments(const ComparedStore& c, const std::strin
                      (sets.empty() ? " (evaluated before they were kept: mambamt eval --store DIR evaluates it again)"
                                    : " (it has: " + sets + "; --test-set NAME)"));
   }
-  try {
-    return results::segment_stats(it->second);
-  } catch (const InputError& e) {
-    throw InputError(c.path + ":/results/" + set + "/segments: " + e.what());
-  }
+  return out;
 }
 
 std::string label_of(const ComparedStore& c) {
@@ -78,19 +79,11 @@ std::string label_of(const ComparedStore& c) {
 // single sentences (results::paired_segments); InputError naming the store
 // when one has none, or when the two were scored against different references.
 void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const std::string& set) {
-  const results::SegmentStats own_b = compared_segments(base, set), own_s = compared_segments(sys, set);
-  // A malformed sentence-level table is named with its store (paired_segments reads it too).
-  for (const ComparedStore* c : {&base, &sys}) {
-    try {
-      results::sentence_level_segments(c->store, set);
-    } catch (const InputError& e) {
-      throw InputError(c->path + ":" + e.what());
-    }
-  }
-  const std::optional<results::PairedSegments> paired = results::paired_segments(base.store, sys.store, set);
+  const results::StoreSegments base_segments = compared_segments(base, set), sys_segments = compared_segments(sys, set);
+  const std::optional<results::PairedSegments> paired = results::paired_segments(base_segments, sys_segments);
   if (!paired)
     throw InputError(base.path + " and " + sys.path + ": test set " + set + " was scored against different "
-                     "references (" + std::to_string(own_b.bleu.size()) + " and " + std::to_string(own_s.bleu.size()) +
+                     "references (" + std::to_string(base_segments.own->bleu.size()) + " and " + std::to_string(sys_segments.own->bleu.size()) +
                      " segments, or other reference text): no paired test");
   const results::SegmentStats &b = paired->baseline, &s = paired->system;
   const results::PairedSignificance p = results::paired_significance(b, s);
@@ -99,8 +92,8 @@ void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const 
   const double chrf_b = results::chrf_from_stats(results::sum_chrf_stats(b.chrf, co), co).score;
   char line[256];
   if (paired->by_sentence)
-    std::cout << "test set " << set << ": " << b.bleu.size() << " sentences, the same references (" << own_b.bleu.size()
-              << " and " << own_s.bleu.size() << " segments: passages translated whole are scored by sentence); "
+    std::cout << "test set " << set << ": " << b.bleu.size() << " sentences, the same references (" << base_segments.own->bleu.size()
+              << " and " << sys_segments.own->bleu.size() << " segments: passages translated whole are scored by sentence); "
               << "paired bootstrap, 1000 resamples\n\n";
   else
     std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "

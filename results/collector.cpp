@@ -139,6 +139,17 @@ const core::StoreSnapshot* completed_store(const SweepPoint& p) {
   return p.store && p.state == "completed" ? &*p.store : nullptr;
 }
 
+// The test set's segment statistics of a completed point (null without a
+// store, or with tables that are not ours: no test for that point).
+std::optional<StoreSegments> segments_of(const SweepPoint& p, const std::string& set) {
+  if (!completed_store(p)) return std::nullopt;
+  try {
+    return store_segments(*p.store, set);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
 // A cell of p-values over seed pairs: the largest (n = the pairs), so that a
 // difference is called significant only where it is for every seed.
 ReportCell largest_p(const std::vector<double>& ps) {
@@ -176,14 +187,9 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
                                                      const std::string& set) {
   std::vector<double> bleu, chrf;
   seed_pairs(
-      g, reference, completed_store,
-      [&](const core::StoreSnapshot& base_store, const core::StoreSnapshot& sys_store) {
-        std::optional<PairedSegments> paired;
-        try {
-          paired = paired_segments(base_store, sys_store, set);
-        } catch (const InputError&) {
-          return;  // not a table of ours: no test for this pair
-        }
+      g, reference, [&set](const SweepPoint& p) { return segments_of(p, set); },
+      [&](const StoreSegments& base, const StoreSegments& sys) {
+        const std::optional<PairedSegments> paired = paired_segments(base, sys);
         if (!paired || paired->system.bleu.empty()) return;
         const PairedSignificance s = paired_significance(paired->baseline, paired->system);
         bleu.push_back(s.bleu_p);

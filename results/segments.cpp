@@ -140,19 +140,21 @@ std::optional<SegmentStats> segment_table_of(const core::StoreSnapshot& store, c
 
 }  // namespace
 
-std::optional<SegmentStats> sentence_level_segments(const core::StoreSnapshot& store, const std::string& set) {
-  if (auto s = segment_table_of(store, set + "/sentence_segments")) return s;
-  return segment_table_of(store, set + "/segments");
+StoreSegments store_segments(const core::StoreSnapshot& store, const std::string& set) {
+  StoreSegments out;
+  out.own = segment_table_of(store, set + "/segments");
+  out.by_sentence = segment_table_of(store, set + "/sentence_segments");
+  if (!out.by_sentence) out.by_sentence = out.own;
+  return out;
 }
 
-std::optional<PairedSegments> paired_segments(const core::StoreSnapshot& baseline, const core::StoreSnapshot& system,
-                                              const std::string& set) {
-  auto b = segment_table_of(baseline, set + "/segments");
-  auto s = segment_table_of(system, set + "/segments");
-  if (b && s && b->same_references(*s)) return PairedSegments{std::move(*b), std::move(*s), false};
-  b = sentence_level_segments(baseline, set);
-  s = sentence_level_segments(system, set);
-  if (b && s && b->same_references(*s)) return PairedSegments{std::move(*b), std::move(*s), true};
+std::optional<PairedSegments> paired_segments(const StoreSegments& baseline, const StoreSegments& system) {
+  const auto& b = baseline.own;
+  const auto& s = system.own;
+  if (b && s && b->same_references(*s)) return PairedSegments{*b, *s, false};
+  const auto& bs = baseline.by_sentence;
+  const auto& ss = system.by_sentence;
+  if (bs && ss && bs->same_references(*ss)) return PairedSegments{*bs, *ss, true};
   return std::nullopt;
 }
 

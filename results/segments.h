@@ -45,25 +45,26 @@ core::ResultTable segment_table(const std::vector<BleuStats>& bleu, const std::v
 // naming what is wrong when the table is not one (missing or extra columns).
 SegmentStats segment_stats(const core::ResultTable& table);
 
-// The statistics of test set `set` in `store` by sentence: its
-// `<set>/sentence_segments` (a model that translated passages, split into
-// their sentences: results/resegment.h), else its `<set>/segments`. Null
-// when it has neither. Throws InputError naming the table when it is not one
-// of segment statistics.
-std::optional<SegmentStats> sentence_level_segments(const core::StoreSnapshot& store, const std::string& set);
+// A store's statistics of test set `set`: its own segments
+// (`<set>/segments`) and the same by sentence (`<set>/sentence_segments` of a
+// model that translated passages, split into their sentences:
+// results/resegment.h; else the own ones). Each null where the store lacks
+// it. Throws InputError naming the table ("/results/<set>/...: ...") when
+// one is not a table of segment statistics.
+struct StoreSegments {
+  std::optional<SegmentStats> own, by_sentence;
+};
+StoreSegments store_segments(const core::StoreSnapshot& store, const std::string& set);
 
-// The segments on which two experiments' translations of `set` are paired:
-// their `<set>/segments` when those hold the same segments against the same
-// references; else, where one translated passages and the other single
-// sentences (or passages of other windows), their sentence_level_segments
-// when those do. Null when neither holds (or a store lacks them); InputError
-// as sentence_level_segments.
+// The segments on which two experiments' translations are paired: their own
+// when those are the same segments against the same references; else, where
+// one translated passages and the other single sentences (or passages of
+// other windows), their by_sentence ones when those are. Null when neither.
 struct PairedSegments {
   SegmentStats baseline, system;
   bool by_sentence = false;  // the sentence-level statistics, not both stores' own segments
 };
-std::optional<PairedSegments> paired_segments(const core::StoreSnapshot& baseline, const core::StoreSnapshot& system,
-                                              const std::string& set);
+std::optional<PairedSegments> paired_segments(const StoreSegments& baseline, const StoreSegments& system);
 
 // p-values of sacreBLEU's paired bootstrap test of `system` against
 // `baseline` on the same segments (same_references), for BLEU and for chrF

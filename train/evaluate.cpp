@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -123,6 +124,39 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
   }
   core::make_dirs(fs::path(path).parent_path().string());
   core::write_file_atomic(path, text);
+}
+
+// The statistics of a test set translated as passages, by sentence: each
+// passage's translation (`sentences`: split at its separators, one list per
+// example) cut into the passage's sentences (results::split_passage). Null
+// when no example holds more than one sentence to translate.
+struct SentenceScores {
+  std::vector<results::BleuStats> bleu;
+  std::vector<results::ChrfStats> chrf;
+  int64_t passages = 0;       // examples of two or more sentences
+  int64_t by_separators = 0;  // of those, split at the model's own separators
+};
+std::optional<SentenceScores> score_by_sentence(const TestSet& t, const std::vector<std::vector<std::string>>& sentences,
+                                                const results::BleuOptions& bo, const results::ChrfOptions& co) {
+  const bool passages = std::any_of(t.examples.begin(), t.examples.end(),
+                                    [](const data::Example& x) { return x.sentences() - x.context > 1; });
+  if (!passages || sentences.size() != t.examples.size()) return std::nullopt;
+  SentenceScores out;
+  std::vector<std::string> hyps, refs;
+  for (size_t i = 0; i < t.examples.size(); ++i) {
+    const std::vector<std::string> r = data::target_sentences(t.corpus, t.examples[i]);
+    const results::PassageSplit split = results::split_passage(sentences[i], r);
+    if (r.size() > 1) {
+      ++out.passages;
+      out.by_separators += split.by_separators ? 1 : 0;
+    }
+    hyps.insert(hyps.end(), split.sentences.begin(), split.sentences.end());
+    refs.insert(refs.end(), r.begin(), r.end());
+  }
+  const results::ReferenceStreams streams{refs};
+  out.bleu = results::bleu_corpus_segment_stats(hyps, streams, bo);
+  out.chrf = results::chrf_corpus_segment_stats(hyps, streams, co);
+  return out;
 }
 
 // Rows of quality_by_length as a table (bleu, chrf, n, mean_src_len).
@@ -467,36 +501,18 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       if (!hyps.empty()) store.set_table(t.name + "/segments", results::segment_table(bleu_segs, chrf_segs, co));
       // Passages translated whole are also scored sentence by sentence, on the
       // segments of a model that translates single sentences: the paired tests
-      // between the two (results/resegment.h) use them.
-      const bool passages = std::any_of(t.examples.begin(), t.examples.end(), [](const data::Example& x) {
-        return x.sentences() - x.context > 1;
-      });
+      // between the two use them.
       double sentence_bleu = bleu;
-      if (passages && sentences.size() == hyps.size()) {
-        std::vector<std::string> sentence_hyps, sentence_refs;
-        int64_t windows = 0, by_separators = 0;
-        for (size_t i = 0; i < hyps.size(); ++i) {
-          const std::vector<std::string> r = data::target_sentences(t.corpus, t.examples[i]);
-          const results::PassageSplit split = results::split_passage(sentences[i], r);
-          if (r.size() > 1) {
-            ++windows;
-            by_separators += split.by_separators ? 1 : 0;
-          }
-          sentence_hyps.insert(sentence_hyps.end(), split.sentences.begin(), split.sentences.end());
-          sentence_refs.insert(sentence_refs.end(), r.begin(), r.end());
-        }
-        results::ReferenceStreams sentence_streams{sentence_refs};
-        const auto sentence_bleu_segs = results::bleu_corpus_segment_stats(sentence_hyps, sentence_streams, bo);
-        store.set_table(t.name + "/sentence_segments",
-                        results::segment_table(sentence_bleu_segs,
-                                               results::chrf_corpus_segment_stats(sentence_hyps, sentence_streams, co),
-                                               co));
-        sentence_bleu = results::bleu_from_stats(results::sum_bleu_stats(sentence_bleu_segs), bo).score;
+      if (const auto by_sentence = score_by_sentence(t, sentences, bo, co)) {
+        store.set_table(t.name + "/sentence_segments", results::segment_table(by_sentence->bleu, by_sentence->chrf, co));
+        sentence_bleu = results::bleu_from_stats(results::sum_bleu_stats(by_sentence->bleu), bo).score;
         store.set_scalar(t.name + "/passages_split_by_separator",
-                         static_cast<double>(by_separators) / static_cast<double>(std::max<int64_t>(1, windows)));
+                         static_cast<double>(by_sentence->by_separators) /
+                             static_cast<double>(std::max<int64_t>(1, by_sentence->passages)));
         spdlog::info("test set {}: {} of {} passages split into their sentences at the model's separators, {} re-cut; "
                      "BLEU by sentence {:.2f}",
-                     t.name, by_separators, windows, windows - by_separators, sentence_bleu);
+                     t.name, by_sentence->by_separators, by_sentence->passages,
+                     by_sentence->passages - by_sentence->by_separators, sentence_bleu);
       }
       if (!hyps.empty()) store.set_scalar(t.name + "/sentence_bleu", sentence_bleu);
       if (e.bootstrap_samples > 0 && !hyps.empty()) {

@@ -733,8 +733,10 @@ TEST_CASE("paired_segments: passages against single sentences are paired sentenc
   changed[7] = "something else entirely .";
   other.tables["test/segments"] = segments_table(test_translations(worse), changed);
 
+  const StoreSegments by_sentences = store_segments(sentences, "test"), by_passages = store_segments(passages, "test");
+
   // Each store's own segments where they are the same ones.
-  std::optional<PairedSegments> same = paired_segments(passages, passages_too, "test");
+  std::optional<PairedSegments> same = paired_segments(by_passages, store_segments(passages_too, "test"));
   REQUIRE(same);
   CHECK_FALSE(same->by_sentence);
   CHECK(same->baseline.bleu.size() == 60);
@@ -742,28 +744,30 @@ TEST_CASE("paired_segments: passages against single sentences are paired sentenc
   for (bool swap : {false, true}) {
     INFO("swap " << swap);
     std::optional<PairedSegments> p =
-        swap ? paired_segments(passages, sentences, "test") : paired_segments(sentences, passages, "test");
+        swap ? paired_segments(by_passages, by_sentences) : paired_segments(by_sentences, by_passages);
     REQUIRE(p);
     CHECK(p->by_sentence);
     CHECK(p->baseline.bleu.size() == 120);
     CHECK(p->system.bleu.size() == 120);
   }
-  const PairedSegments worse_better = *paired_segments(sentences, passages, "test");
+  const PairedSegments worse_better = *paired_segments(by_sentences, by_passages);
   const PairedSignificance s = paired_significance(worse_better.baseline, worse_better.system);
   CHECK(s.bleu_p < 0.01);
   CHECK(s.bleu_delta > 10);
   // Other references, another test set, a store without segments: no pairing.
-  CHECK_FALSE(paired_segments(other, passages, "test"));
-  CHECK_FALSE(paired_segments(sentences, passages, "valid"));
-  CHECK_FALSE(paired_segments(core::StoreSnapshot{}, passages, "test"));
-  // sentence_level_segments: the sentence table where there is one.
-  CHECK(sentence_level_segments(passages, "test")->bleu.size() == 120);
-  CHECK(sentence_level_segments(sentences, "test")->bleu.size() == 120);
-  CHECK_FALSE(sentence_level_segments(core::StoreSnapshot{}, "test"));
+  CHECK_FALSE(paired_segments(store_segments(other, "test"), by_passages));
+  CHECK_FALSE(paired_segments(store_segments(sentences, "valid"), store_segments(passages, "valid")));
+  CHECK_FALSE(paired_segments(store_segments(core::StoreSnapshot{}, "test"), by_passages));
+  // store_segments: by sentence, the sentence table where there is one, else the own segments.
+  CHECK(by_passages.own->bleu.size() == 60);
+  CHECK(by_passages.by_sentence->bleu.size() == 120);
+  CHECK(by_sentences.by_sentence->bleu.size() == 120);
+  CHECK_FALSE(store_segments(core::StoreSnapshot{}, "test").own);
+  CHECK_FALSE(store_segments(core::StoreSnapshot{}, "test").by_sentence);
   // A malformed sentence table is named.
   core::StoreSnapshot bad = passages;
   bad.tables["test/sentence_segments"].columns[3] = "bleu_match_9";
-  CHECK_THROWS_WITH(paired_segments(sentences, bad, "test"), Catch::StartsWith("/results/test/sentence_segments: "));
+  CHECK_THROWS_WITH(store_segments(bad, "test"), Catch::StartsWith("/results/test/sentence_segments: "));
 }
 
 TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {
