@@ -96,7 +96,38 @@ inline TestBatch make_batch(const std::vector<int64_t>& src_len, const std::vect
 // A model kind with TOML lines under [model] for tiny_config.
 struct KindVariant {
   std::string name, kind, extra;
+  int64_t boundary = -1;  // the decoder-only boundary token (-1: none)
 };
+
+// Every kind, and the plan features each one can take: the model invariants
+// (test_invariants.cpp) run on all of them, the baselines' own tests on
+// their retnet and rnnsearch rows.
+inline std::vector<KindVariant> model_variants() {
+  return {
+      {"hybrid default (1:7 middle_end, cross every 4)", "hybrid", ""},
+      {"hybrid 1:3 uniform, cross every 2, gated", "hybrid",
+       "attention_ratio = 0.25\nattention_placement = \"uniform\"\ncross_attn_every = 2\ncross_attn = \"gated\"\n"},
+      {"hybrid explicit plans, local self- and cross-attention", "hybrid",
+       "enc_plan = [\"bimamba\", \"local_attention\", \"attention\"]\n"
+       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
+       "attn_window = 3\ncross_attn = \"local\"\ncross_attn_window = 4\n"},
+      {"hybrid Mamba-1", "hybrid", "mamba_version = 1\n"},
+      {"hybrid dense connections, Mamba MLPs, ngroups 2, untied", "hybrid",
+       "dense_connections = 2\nmamba_mlp = true\nngroups = 2\ntie_embeddings = false\nmlp = \"relu\"\n"},
+      {"transformer", "transformer", ""},
+      {"mamba (decoder-only)", "mamba", ""},
+      {"mamba-1 decoder-only with boundary token", "mamba", "mamba_version = 1\n", 4},
+      {"decoder_only Mamba-MHA (1:3 middle_end)", "decoder_only", "attention_ratio = 0.25\n"},
+      {"decoder_only Mamba-Local (window 3)", "decoder_only", "attention_ratio = 0.5\nattn_window = 3\n"},
+      {"decoder_only Transformer++ (all attention), untied", "decoder_only",
+       "attention_ratio = 1.0\ntie_embeddings = false\n", 4},
+      {"retnet", "retnet", ""},
+      {"retnet 4 heads, relu MLP, untied, boundary token", "retnet",
+       "n_heads = 4\nd_model = 64\nmlp = \"relu\"\ntie_embeddings = false\n", 4},
+      {"rnnsearch (2 bidirectional GRU layers, tied)", "rnnsearch", ""},
+      {"rnnsearch one encoder layer, untied", "rnnsearch", "enc_layers = 1\ntie_embeddings = false\nd_ff = 40\n"},
+  };
+}
 
 // Every kind that steps a static state (models/graph.h), with the layer kinds
 // whose state differs: full attention (spans), rings (sliding windows), both

@@ -24,23 +24,6 @@ using namespace mambamt::models::test;
 
 namespace {
 
-struct Variant {
-  std::string name;
-  std::string kind;
-  std::string extra;  // TOML lines under [model]
-  int64_t boundary = -1;
-};
-
-std::vector<Variant> variants() {
-  return {
-      {"retnet", "retnet", ""},
-      {"retnet 4 heads, relu MLP, untied, boundary token", "retnet",
-       "n_heads = 4\nd_model = 64\nmlp = \"relu\"\ntie_embeddings = false\n", 4},
-      {"rnnsearch (2 bidirectional GRU layers, tied)", "rnnsearch", ""},
-      {"rnnsearch one encoder layer, untied", "rnnsearch", "enc_layers = 1\ntie_embeddings = false\nd_ff = 40\n"},
-  };
-}
-
 core::ModelConfig preset_config(const std::string& kind, const std::string& preset) {
   return core::parse_experiment("[model]\nkind = \"" + kind + "\"\npreset = \"" + preset + "\"\n", "p.toml").model;
 }
@@ -201,7 +184,8 @@ TEST_CASE("rnnsearch: the decoding state holds s, the annotations and their keys
 }
 
 TEST_CASE("retnet and rnnsearch: plan reports count what the models hold", "[models][plan]") {
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
+    if (v.kind != "retnet" && v.kind != "rnnsearch") continue;
     INFO(v.name);
     core::ModelConfig c = tiny_config(v.kind, v.extra);
     ModelPtr m = tiny_model(c);

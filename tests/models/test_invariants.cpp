@@ -15,41 +15,6 @@ using namespace mambamt::models::test;
 
 namespace {
 
-struct Variant {
-  std::string name;
-  std::string kind;
-  std::string extra;  // TOML lines under [model]
-  int64_t boundary = -1;
-};
-
-// Every kind, and the plan features each one can take.
-std::vector<Variant> variants() {
-  return {
-      {"hybrid default (1:7 middle_end, cross every 4)", "hybrid", ""},
-      {"hybrid 1:3 uniform, cross every 2, gated", "hybrid",
-       "attention_ratio = 0.25\nattention_placement = \"uniform\"\ncross_attn_every = 2\ncross_attn = \"gated\"\n"},
-      {"hybrid explicit plans, local self- and cross-attention", "hybrid",
-       "enc_plan = [\"bimamba\", \"local_attention\", \"attention\"]\n"
-       "dec_plan = [\"local_attention\", \"mamba+cross\", \"attention\", \"mamba+cross\"]\n"
-       "attn_window = 3\ncross_attn = \"local\"\ncross_attn_window = 4\n"},
-      {"hybrid Mamba-1", "hybrid", "mamba_version = 1\n"},
-      {"hybrid dense connections, Mamba MLPs, ngroups 2, untied", "hybrid",
-       "dense_connections = 2\nmamba_mlp = true\nngroups = 2\ntie_embeddings = false\nmlp = \"relu\"\n"},
-      {"transformer", "transformer", ""},
-      {"mamba (decoder-only)", "mamba", ""},
-      {"mamba-1 decoder-only with boundary token", "mamba", "mamba_version = 1\n", 4},
-      {"decoder_only Mamba-MHA (1:3 middle_end)", "decoder_only", "attention_ratio = 0.25\n"},
-      {"decoder_only Mamba-Local (window 3)", "decoder_only", "attention_ratio = 0.5\nattn_window = 3\n"},
-      {"decoder_only Transformer++ (all attention), untied", "decoder_only",
-       "attention_ratio = 1.0\ntie_embeddings = false\n", 4},
-      {"retnet", "retnet", ""},
-      {"retnet 4 heads, relu MLP, untied, boundary token", "retnet",
-       "n_heads = 4\nd_model = 64\nmlp = \"relu\"\ntie_embeddings = false\n", 4},
-      {"rnnsearch (2 bidirectional GRU layers, tied)", "rnnsearch", ""},
-      {"rnnsearch one encoder layer, untied", "rnnsearch", "enc_layers = 1\ntie_embeddings = false\nd_ff = 40\n"},
-  };
-}
-
 // The teacher-forcing batch (one row) of a hypothesis after a forced prefix:
 // input bos + prefix + tokens, target prefix + tokens (+ eos when finished;
 // an unfinished one drops the last input). The output starts at prefix.size().
@@ -80,7 +45,7 @@ ForcedRow forced_row(const std::vector<int64_t>& prefix, const Hypothesis& h) {
 
 TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][invariant]") {
   TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
@@ -105,7 +70,7 @@ TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][inv
 // same mix on the CPU, in bf16's precision.
 TEST_CASE("under bf16 autocast step-by-step decoding follows teacher forcing", "[models][invariant]") {
   TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
-  const std::vector<Variant> kinds = {
+  const std::vector<KindVariant> kinds = {
       {"hybrid default", "hybrid", ""},
       {"hybrid Mamba-1", "hybrid", "mamba_version = 1\n"},
       {"transformer", "transformer", ""},
@@ -114,7 +79,7 @@ TEST_CASE("under bf16 autocast step-by-step decoding follows teacher forcing", "
       {"retnet", "retnet", ""},
       {"rnnsearch", "rnnsearch", ""},
   };
-  for (const Variant& v : kinds) {
+  for (const KindVariant& v : kinds) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
@@ -138,7 +103,7 @@ TEST_CASE("prefill of a target prefix leaves the state that stepping through it 
   torch::Tensor prefix = torch::randint(5, kVocab, {3, t}, torch::kLong);
   prefix.select(1, 0).fill_(2);  // bos
   const torch::Tensor next = torch::randint(5, kVocab, {2, 3}, torch::kLong);
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
@@ -174,7 +139,7 @@ TEST_CASE("a ragged prefill leaves every row the state of its own prefix", "[mod
   const torch::Tensor next = torch::randint(5, kVocab, {3, 3}, torch::kLong);
   // Rows of 4, 0 and 6 tokens (longer than the local windows of 3), then 1, 6, 3.
   for (const std::vector<int64_t>& lengths : {std::vector<int64_t>{4, 0, 6}, std::vector<int64_t>{1, 6, 3}})
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name + ", lengths " + std::to_string(lengths[0]) + " " + std::to_string(lengths[1]) + " " +
             std::to_string(lengths[2])) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
@@ -234,7 +199,7 @@ TEST_CASE("states of sources of different widths are not joined", "[models][stat
 
 TEST_CASE("a sequence gives the same logits alone and inside a padded batch", "[models][invariant]") {
   TestBatch batch = make_batch({4, 8, 2, 6}, {7, 3, 5, 1}, kVocab, 11);
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
@@ -272,7 +237,7 @@ TEST_CASE("padding on the left of the source changes nothing either", "[models][
 
 TEST_CASE("every parameter receives a gradient", "[models][invariant]") {
   TestBatch batch = make_batch({5, 3}, {4, 6});
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra + "dropout = 0.1\nattn_dropout = 0.1\n"), kVocab,
                               v.boundary);
@@ -551,7 +516,7 @@ TEST_CASE("min_length forbids eos and the maximum length holds", "[models][searc
 
 TEST_CASE("reordering the state reorders the next logits", "[models][state]") {
   TestBatch batch = make_batch({4, 6, 3}, {3, 3, 3}, kVocab, 2);
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       InferenceState a = m->start(batch.src, batch.src_mask, 2);
@@ -573,7 +538,7 @@ TEST_CASE("reordering the state reorders the next logits", "[models][state]") {
 
 TEST_CASE("reorders in a row reuse their buffers and leave copies of the state alone", "[models][state]") {
   TestBatch batch = make_batch({4, 6, 3}, {6, 6, 6}, kVocab, 2);
-  for (const Variant& v : variants()) {
+  for (const KindVariant& v : model_variants()) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
@@ -614,11 +579,15 @@ TEST_CASE("long sequences: decoding equals teacher forcing across scan chunks an
           "[models][invariant]") {
   // Longer than the SSD kernel's blocks, the KV reserve and the sliding window.
   TestBatch batch = make_batch({37, 20}, {70, 45}, kVocab, 8);
-  for (const Variant& v : {Variant{"hybrid", "hybrid", "cross_attn = \"local\"\ncross_attn_window = 8\n"},
-                           Variant{"mamba", "mamba", ""},
-                           Variant{"decoder_only local", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
-                           // Far beyond retention's fastest decay horizon (1/(1-gamma_0) = 32 tokens).
-                           Variant{"retnet", "retnet", "n_heads = 4\n"}, Variant{"rnnsearch", "rnnsearch", ""}}) {
+  const std::vector<KindVariant> kinds = {
+      {"hybrid", "hybrid", "cross_attn = \"local\"\ncross_attn_window = 8\n"},
+      {"mamba", "mamba", ""},
+      {"decoder_only local", "decoder_only", "attention_ratio = 0.5\nattn_window = 16\n"},
+      // Far beyond retention's fastest decay horizon (1/(1-gamma_0) = 32 tokens).
+      {"retnet", "retnet", "n_heads = 4\n"},
+      {"rnnsearch", "rnnsearch", ""},
+  };
+  for (const KindVariant& v : kinds) {
     SECTION(v.name) {
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra));
       torch::NoGradGuard no_grad;
