@@ -65,6 +65,24 @@ RunResult fail(core::ExperimentStore* store, const std::string& message, int64_t
   return r;
 }
 
+// The outcome of a run that ends `state` at `step` (interrupted: a run
+// again resumes it; completed: finished now), recorded in the store.
+RunResult end_run(core::ExperimentStore* store, core::RunState state, int64_t step, Clock::time_point t0) {
+  if (store) {
+    core::StoreStatus s = store->status();
+    s.state = state;
+    s.step = step;
+    if (state == core::RunState::completed) s.finished = core::unix_time();
+    store->set_status(s);
+    store->commit();
+  }
+  RunResult r;
+  r.state = state;
+  r.step = step;
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return r;
+}
+
 // The training of a completed experiment of the same training id taken over
 // (RunOptions::train_from): its checkpoint files linked into `ckpt_dir`
 // (through a temporary directory renamed into place), its metric series and
@@ -274,20 +292,7 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
     step = out.step;
 
     if (out.reason == StopReason::diverged) return fail(st, out.error, step, t0);
-    if (out.reason == StopReason::signal) {
-      if (st) {
-        core::StoreStatus s = st->status();
-        s.state = core::RunState::interrupted;
-        s.step = step;
-        st->set_status(s);
-        st->commit();
-      }
-      RunResult r;
-      r.state = core::RunState::interrupted;
-      r.step = step;
-      r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      return r;
-    }
+    if (out.reason == StopReason::signal) return end_run(st, core::RunState::interrupted, step, t0);
 
     if (st) {
       if (out.best_step >= 0) {
@@ -312,32 +317,10 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
       facts.peak_memory_mb = out.peak_memory_mb;
       const bool finished = evaluate(*model, config, data, device, *st, exp_dir, facts, {},
                                      [] { return core::stop_requested(); });
-      if (!finished) {
-        core::StoreStatus s = st->status();
-        s.state = core::RunState::interrupted;
-        st->set_status(s);
-        st->commit();
-        RunResult r;
-        r.state = core::RunState::interrupted;
-        r.step = step;
-        r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-        return r;
-      }
+      if (!finished) return end_run(st, core::RunState::interrupted, step, t0);
     }
-    if (st) {
-      core::StoreStatus s = st->status();
-      s.state = core::RunState::completed;
-      s.step = step;
-      s.finished = core::unix_time();
-      st->set_status(s);
-      st->commit();
-      spdlog::info("experiment {} completed at step {} ({:.0f} s)", id, step,
-                   std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    RunResult r;
-    r.state = core::RunState::completed;
-    r.step = step;
-    r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    RunResult r = end_run(st, core::RunState::completed, step, t0);
+    if (st) spdlog::info("experiment {} completed at step {} ({:.0f} s)", id, step, r.seconds);
     return r;
   } catch (const std::exception& e) {
     return fail(st, e.what(), step, t0);
