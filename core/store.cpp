@@ -131,6 +131,7 @@ std::set<std::string> evaluation_parts_changed_since(int64_t version) {
       {3, {"alignment"}},
       {4, {"alignment"}},
       {5, {"test_sets"}},
+      {6, {"test_sets"}},
   };
   std::set<std::string> out;
   for (const auto& [v, parts] : changed)

@@ -50,7 +50,10 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //   5  <set>/sentence_segments, <set>/sentence_bleu and
 //      <set>/passages_split_by_separator: test sets translated as passages
 //      also scored sentence by sentence (2026-11-27)
-inline constexpr int64_t kEvaluationVersion = 5;
+//   6  <set>/comet_segments, <set>/sentence_comet and
+//      <set>/sentence_comet_segments where comet-score runs: segment COMET
+//      scores for its paired test, and COMET by sentence (2026-11-28)
+inline constexpr int64_t kEvaluationVersion = 6;
 
 // The evaluation version from which results/<path> means what it means now:
 // 0 for results that kept their meaning since they were first written; for

@@ -273,6 +273,10 @@ std::string target_text(const Corpus& corpus, const Example& e, const std::strin
   return span_text(corpus, e, sep, false);
 }
 
+std::vector<std::string> source_sentences(const Corpus& corpus, const Example& e) {
+  return span_sentences(corpus, e, true);
+}
+
 std::vector<std::string> target_sentences(const Corpus& corpus, const Example& e) {
   return span_sentences(corpus, e, false);
 }

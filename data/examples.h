@@ -134,7 +134,8 @@ int64_t longest_source(const std::vector<Example>& examples);
 // (Example::context) are left out of both: the text is what is translated.
 std::string source_text(const Corpus& corpus, const Example& example, const std::string& separator = " ");
 std::string target_text(const Corpus& corpus, const Example& example, const std::string& separator = " ");
-// The target sentences target_text joins, one string each.
+// The source and target sentences source_text and target_text join, one string each.
+std::vector<std::string> source_sentences(const Corpus& corpus, const Example& example);
 std::vector<std::string> target_sentences(const Corpus& corpus, const Example& example);
 
 }  // namespace mambamt::data

@@ -122,7 +122,37 @@ PairedSignificance paired_significance(const SegmentStats& baseline, const Segme
   out.chrf_p = c.p_value;
   out.bleu_delta = b.system.score - b.baseline.score;
   out.chrf_delta = c.system.score - c.baseline.score;
+  if (!baseline.comet.empty() && baseline.comet.size() == system.comet.size()) {
+    auto mean_of = [](const std::vector<double>& scores) {
+      return [&scores](const std::vector<std::size_t>& segments) {
+        double sum = 0;
+        for (std::size_t i : segments) sum += scores[i];
+        return segments.empty() ? 0.0 : sum / static_cast<double>(segments.size());
+      };
+    };
+    const PairedBootstrapResult m =
+        paired_bootstrap(baseline.comet.size(), mean_of(baseline.comet), mean_of(system.comet), options);
+    out.comet_p = m.p_value;
+    out.comet_delta = m.system.score - m.baseline.score;
+  }
   return out;
+}
+
+core::ResultTable comet_segment_table(const std::vector<double>& scores) {
+  core::ResultTable t;
+  t.columns = {"comet"};
+  for (size_t i = 0; i < scores.size(); ++i) t.rows.push_back(std::to_string(i));
+  t.values = scores;
+  return t;
+}
+
+std::vector<double> comet_scores(const core::ResultTable& table) {
+  if (table.columns != std::vector<std::string>{"comet"})
+    throw InputError("not a table of segment COMET scores (columns other than `comet`)");
+  if (table.values.size() != table.rows.size())
+    throw InputError("a table of segment COMET scores with " + std::to_string(table.rows.size()) + " rows and " +
+                     std::to_string(table.values.size()) + " values");
+  return table.values;
 }
 
 namespace {
@@ -144,6 +174,19 @@ StoreSegments store_segments(const core::StoreSnapshot& store, const std::string
   StoreSegments out;
   out.own = segment_table_of(store, set + "/segments");
   out.by_sentence = segment_table_of(store, set + "/sentence_segments");
+  // Segment COMET scores beside the statistics of the same segments.
+  auto add_comet = [&store](std::optional<SegmentStats>& stats, const std::string& name) {
+    auto it = store.tables.find(name);
+    if (!stats || it == store.tables.end()) return;
+    try {
+      stats->comet = comet_scores(it->second);
+    } catch (const InputError& e) {
+      throw InputError("/results/" + name + ": " + e.what());
+    }
+    if (stats->comet.size() != stats->bleu.size()) stats->comet.clear();
+  };
+  add_comet(out.own, set + "/comet_segments");
+  add_comet(out.by_sentence, set + "/sentence_comet_segments");
   if (!out.by_sentence) out.by_sentence = out.own;
   return out;
 }

@@ -83,3 +83,33 @@ inline std::string mambamt_binary() {
   const char* s = std::getenv("MAMBAMT_BINARY");
   return s ? s : MAMBAMT_BINARY_FALLBACK;
 }
+
+// An environment variable set (or, with `value` null, unset) for a scope;
+// its earlier value, or its absence, comes back at scope exit.
+class ScopedEnv {
+ public:
+  ScopedEnv(const std::string& name, const char* value) : name_(name) {
+    const char* old = std::getenv(name.c_str());
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) ::setenv(name.c_str(), value, 1);
+    else ::unsetenv(name.c_str());
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// PATH with the stand-in `comet-score` of tests/train/comet first (COMET
+// itself is a pip package the tests cannot install).
+inline std::string path_with_comet_standin() {
+  const char* path = std::getenv("PATH");
+  return source_dir() + "/tests/train/comet" + (path ? ":" + std::string(path) : std::string());
+}

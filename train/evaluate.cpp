@@ -131,6 +131,7 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
 // example) cut into the passage's sentences (results::split_passage). Null
 // when no example holds more than one sentence to translate.
 struct SentenceScores {
+  std::vector<std::string> sources, hypotheses, references;  // one per sentence
   std::vector<results::BleuStats> bleu;
   std::vector<results::ChrfStats> chrf;
   int64_t passages = 0;       // examples of two or more sentences
@@ -142,20 +143,21 @@ std::optional<SentenceScores> score_by_sentence(const TestSet& t, const std::vec
                                     [](const data::Example& x) { return x.sentences() - x.context > 1; });
   if (!passages || sentences.size() != t.examples.size()) return std::nullopt;
   SentenceScores out;
-  std::vector<std::string> hyps, refs;
   for (size_t i = 0; i < t.examples.size(); ++i) {
     const std::vector<std::string> r = data::target_sentences(t.corpus, t.examples[i]);
+    const std::vector<std::string> src = data::source_sentences(t.corpus, t.examples[i]);
     const results::PassageSplit split = results::split_passage(sentences[i], r);
     if (r.size() > 1) {
       ++out.passages;
       out.by_separators += split.by_separators ? 1 : 0;
     }
-    hyps.insert(hyps.end(), split.sentences.begin(), split.sentences.end());
-    refs.insert(refs.end(), r.begin(), r.end());
+    out.hypotheses.insert(out.hypotheses.end(), split.sentences.begin(), split.sentences.end());
+    out.references.insert(out.references.end(), r.begin(), r.end());
+    out.sources.insert(out.sources.end(), src.begin(), src.end());
   }
-  const results::ReferenceStreams streams{refs};
-  out.bleu = results::bleu_corpus_segment_stats(hyps, streams, bo);
-  out.chrf = results::chrf_corpus_segment_stats(hyps, streams, co);
+  const results::ReferenceStreams streams{out.references};
+  out.bleu = results::bleu_corpus_segment_stats(out.hypotheses, streams, bo);
+  out.chrf = results::chrf_corpus_segment_stats(out.hypotheses, streams, co);
   return out;
 }
 
@@ -230,50 +232,82 @@ std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper) {
   return edges;
 }
 
-double comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
-                   const std::vector<std::string>& references, const std::string& work_dir, std::string& note) {
+CometScores comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
+                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu) {
+  CometScores out;
   if (!on_path("comet-score")) {
-    note = "comet-score not found on PATH: COMET skipped";
-    return kNaN;
+    out.note = "comet-score not found on PATH: COMET skipped";
+    return out;
   }
   core::make_dirs(work_dir);
-  const std::string src = work_dir + "/src.txt", hyp = work_dir + "/hyp.txt", ref = work_dir + "/ref.txt";
+  const std::string src = work_dir + "/src.txt", hyp = work_dir + "/hyp.txt", ref = work_dir + "/ref.txt",
+                    err = work_dir + "/stderr.txt";
   write_lines(src, sources);
   write_lines(hyp, hypotheses);
   write_lines(ref, references);
+  // Without --only_system (and --quiet, which meant the same in earlier
+  // releases) it prints every segment's score before the system's; its logs
+  // and progress bars go to stderr, kept apart.
   const std::string cmd = "comet-score -s " + shell_quote(src) + " -t " + shell_quote(hyp) + " -r " +
-                          shell_quote(ref) + " --quiet --only_system 2>&1";
+                          shell_quote(ref) + " --gpus " + (gpu ? "1" : "0") + " 2>" + shell_quote(err);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
-    note = "comet-score could not be started";
-    return kNaN;
+    out.note = "comet-score could not be started";
+    return out;
   }
   std::string output;
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
   const int st = ::pclose(p);
+  std::string errors;
+  try {
+    errors = core::read_file(err);
+  } catch (const std::exception&) {
+  }
   std::error_code ec;
   fs::remove_all(work_dir, ec);
+  auto tail = [](const std::string& text) { return text.substr(text.size() > 500 ? text.size() - 500 : 0); };
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    note = "comet-score failed: " + output.substr(output.size() > 500 ? output.size() - 500 : 0);
-    return kNaN;
+    out.note = "comet-score failed: " + tail(errors + output);
+    return out;
   }
-  // The system score is the last number printed ("... score: 0.8312").
-  double value = kNaN;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) {
-    const size_t colon = line.rfind(':');
-    const std::string tail = colon == std::string::npos ? line : line.substr(colon + 1);
+  // "<file>\tSegment <i>\tscore: <x>" per segment, then "<file>\tscore: <x>".
+  auto score_field = [](const std::string& field, double& value) {
+    if (field.rfind("score: ", 0) != 0) return false;
     try {
       size_t used = 0;
-      double v = std::stod(tail, &used);
-      value = v;
-    } catch (...) {
+      value = std::stod(field.substr(7), &used);
+      return used > 0;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  std::vector<double> segments(hypotheses.size(), kNaN);
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    for (size_t at = 0;;) {
+      const size_t tab = line.find('\t', at);
+      fields.push_back(line.substr(at, tab == std::string::npos ? std::string::npos : tab - at));
+      if (tab == std::string::npos) break;
+      at = tab + 1;
+    }
+    double v = kNaN;
+    if (fields.size() == 2 && score_field(fields[1], v)) {
+      out.system = v;
+    } else if (fields.size() >= 3 && fields[1].rfind("Segment ", 0) == 0 && score_field(fields[2], v)) {
+      try {
+        const long long i = std::stoll(fields[1].substr(8));
+        if (i >= 0 && static_cast<size_t>(i) < segments.size()) segments[static_cast<size_t>(i)] = v;
+      } catch (const std::exception&) {
+      }
     }
   }
-  if (std::isnan(value)) note = "comet-score printed no score: " + output.substr(0, 500);
-  return value;
+  if (!segments.empty() && std::none_of(segments.begin(), segments.end(), [](double v) { return std::isnan(v); }))
+    out.segments = std::move(segments);
+  if (std::isnan(out.system)) out.note = "comet-score printed no system score: " + tail(output);
+  return out;
 }
 
 std::vector<results::ContrastiveScores> contrastive_scores(models::TranslationModel& model,
@@ -503,7 +537,8 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       // segments of a model that translates single sentences: the paired tests
       // between the two use them.
       double sentence_bleu = bleu;
-      if (const auto by_sentence = score_by_sentence(t, sentences, bo, co)) {
+      const std::optional<SentenceScores> by_sentence = score_by_sentence(t, sentences, bo, co);
+      if (by_sentence) {
         store.set_table(t.name + "/sentence_segments", results::segment_table(by_sentence->bleu, by_sentence->chrf, co));
         sentence_bleu = results::bleu_from_stats(results::sum_bleu_stats(by_sentence->bleu), bo).score;
         store.set_scalar(t.name + "/passages_split_by_separator",
@@ -531,13 +566,29 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       lo.chrf = co;
       if (!hyps.empty()) store.set_table(t.name + "/by_length", length_table(results::quality_by_length(source_lengths(t.examples), hyps, refs, lo)));
       if (e.comet == "auto") {
-        std::string note;
-        const double comet = comet_score(t.sources, hyps, t.references, (fs::path(exp_dir) / "hyp" / ".comet").string(), note);
-        if (!std::isnan(comet)) {
-          store.set_scalar(t.name + "/comet", comet);
+        const std::string work_dir = (fs::path(exp_dir) / "hyp" / ".comet").string();
+        const CometScores comet = comet_score(t.sources, hyps, t.references, work_dir, device.is_cuda());
+        if (!std::isnan(comet.system)) {
+          store.set_scalar(t.name + "/comet", comet.system);
+          // Segment scores: the paired tests of COMET (results::paired_significance).
+          if (!comet.segments.empty())
+            store.set_table(t.name + "/comet_segments", results::comet_segment_table(comet.segments));
+          // Passages are scored by sentence too, as for BLEU above.
+          CometScores sentence_comet = comet;
+          if (by_sentence) {
+            sentence_comet = comet_score(by_sentence->sources, by_sentence->hypotheses, by_sentence->references,
+                                         work_dir, device.is_cuda());
+            if (!sentence_comet.segments.empty())
+              store.set_table(t.name + "/sentence_comet_segments",
+                              results::comet_segment_table(sentence_comet.segments));
+            if (std::isnan(sentence_comet.system)) spdlog::info("by sentence: {}", sentence_comet.note);
+          }
+          if (!std::isnan(sentence_comet.system)) store.set_scalar(t.name + "/sentence_comet", sentence_comet.system);
+          spdlog::info("test set {}: COMET {:.4f} ({} segment scores), by sentence {:.4f}", t.name, comet.system,
+                       comet.segments.size(), sentence_comet.system);
         } else {
-          spdlog::info("{}", note);
-          store.set_text("comet", note);
+          spdlog::info("{}", comet.note);
+          store.set_text("comet", comet.note);
         }
       } else {
         store.set_text("comet", "eval.comet = \"off\"");

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -82,8 +83,17 @@ const std::vector<double>& gate_thresholds();
 // The lower edges of eval.length_buckets' buckets: {1, b1+1, b2+1, ...}.
 std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper_edges);
 
-// Runs `comet-score` on one test set; NaN with `note` set when it cannot.
-double comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
-                   const std::vector<std::string>& references, const std::string& work_dir, std::string& note);
+// COMET of one test set by the `comet-score` command of Unbabel's COMET
+// (its default model), run on the GPU when `gpu`, with its files in
+// `work_dir` (removed after). `system` is NaN with `note` saying why when it
+// cannot run or prints no system score; `segments` (one score per
+// hypothesis) is empty when it did not print every segment's.
+struct CometScores {
+  double system = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> segments;
+  std::string note;
+};
+CometScores comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
+                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu);
 
 }  // namespace mambamt::train

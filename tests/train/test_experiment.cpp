@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -280,6 +281,9 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
           "[slow]") {
   TempDir tmp;
   const std::string dir = tmp.path("exp");
+  // COMET by the stand-in comet-score (tests/train/comet): what the evaluation
+  // writes where COMET runs.
+  ScopedEnv path("PATH", path_with_comet_standin().c_str());
   // Two hypotheses per test segment (the beam is 2): hyp/test.nbest.txt.
   const core::ExperimentConfig c = train_test::tiny_config({{"eval.nbest", "2"}});
   train::RunResult r = run(c, dir, /*eval=*/true);
@@ -407,6 +411,29 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     REQUIRE(s.tables.count("test/sentence_segments"));
     const results::SegmentStats by_sentence = results::segment_stats(s.tables["test/sentence_segments"]);
     CHECK(by_sentence.bleu.size() == sentence_refs.size());
+    // COMET of the windows and of their sentences, each a segment's score
+    // per row, the system score their mean (the stand-in prints 4 decimals).
+    const results::StoreSegments stored = results::store_segments(s, "test");
+    REQUIRE(stored.own);
+    REQUIRE(stored.by_sentence);
+    REQUIRE(stored.own->comet.size() == seg.bleu.size());
+    REQUIRE(stored.by_sentence->comet.size() == sentence_refs.size());
+    auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
+    CHECK(s.scalars.at("test/comet") == Approx(mean(stored.own->comet)).margin(1e-4));
+    CHECK(s.scalars.at("test/sentence_comet") == Approx(mean(stored.by_sentence->comet)).margin(1e-4));
+    // The sentences COMET scored: each window's source sentences against its
+    // reference sentences, as the stand-in's scores show (a hypothesis equal
+    // to its reference scores 1).
+    std::vector<std::string> sentence_sources;
+    for (const auto& e : t.examples) {
+      const auto src = data::source_sentences(t.corpus, e);
+      CHECK(src.size() == data::target_sentences(t.corpus, e).size());
+      sentence_sources.insert(sentence_sources.end(), src.begin(), src.end());
+    }
+    const train::CometScores perfect = train::comet_score(sentence_sources, sentence_refs, sentence_refs,
+                                                          tmp.path("comet_check"), false);
+    CHECK(perfect.system == Approx(1.0));
+    CHECK(s.scalars.at("test/comet") < 1.0);
     CHECK(by_sentence.bleu.size() > seg.bleu.size());
     const results::ReferenceStreams streams{sentence_refs};
     const results::SegmentStats refs_scored = results::segment_stats(results::segment_table(
@@ -450,7 +477,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     }
   }
   CHECK_FALSE(s.tables.count("explain/3/occlusion"));
-  CHECK(s.texts.count("comet"));
+  CHECK_FALSE(s.texts.count("comet"));  // no note: COMET ran
   for (const char* k : {"host", "torch", "device"}) CHECK(s.system.count(k));
   // Hypotheses: one line per test segment (the buckets' counts add up to them).
   REQUIRE(fs::exists(dir + "/hyp/test.txt"));
@@ -497,7 +524,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   }
 
   // What the evaluation writes (the results of the same training without
-  // evaluation left out) is what evaluation version 5 wrote. When this fails,
+  // evaluation left out) is what evaluation version 6 wrote. When this fails,
   // completed sweeps hold results of another shape than a new evaluation
   // writes: raise core::kEvaluationVersion (core/store.h, with a line in its
   // log) so that `mambamt sweep --reevaluate` redoes them, then update the
@@ -507,7 +534,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     std::set<std::string> evaluation_names = result_names(s);
     for (const std::string& n : result_names(core::ExperimentStore::read(tmp.path("trained_only") + "/store.h5")))
       evaluation_names.erase(n);
-    const std::set<std::string> version_5 = {
+    const std::set<std::string> version_6 = {
         "scalar alignment/aer",
         "scalar alignment/aer_all_layers",
         "scalar alignment/aer_best_layer",
@@ -529,8 +556,10 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "scalar test/chrf_ci_high",
         "scalar test/chrf_ci_low",
         "scalar test/chrfpp",
+        "scalar test/comet",
         "scalar test/passages_split_by_separator",
         "scalar test/sentence_bleu",
+        "scalar test/sentence_comet",
         "table alignment/by_layer (aer,precision,recall,links,gold_links,sentences)",
         "table alignment/sentences (predicted,sure,sure_hits,possible_hits)",
         "table contrastive/by_distance (accuracy,n)",
@@ -548,6 +577,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "table explain/2/occlusion",
         "table extrapolation/by_length (bleu,chrf,n,mean_src_len)",
         "table test/by_length (bleu,chrf,n,mean_src_len)",
+        "table test/comet_segments (comet)",
         "table test/segments (bleu_sys_len,bleu_ref_len,bleu_match_1,bleu_match_2,bleu_match_3,bleu_match_4,"
         "bleu_total_1,bleu_total_2,bleu_total_3,bleu_total_4,chrf_c1_hyp,chrf_c1_ref,chrf_c1_match,"
         "chrf_c2_hyp,chrf_c2_ref,chrf_c2_match,chrf_c3_hyp,chrf_c3_ref,chrf_c3_match,chrf_c4_hyp,"
@@ -558,8 +588,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "chrf_c2_hyp,chrf_c2_ref,chrf_c2_match,chrf_c3_hyp,chrf_c3_ref,chrf_c3_match,chrf_c4_hyp,"
         "chrf_c4_ref,chrf_c4_match,chrf_c5_hyp,chrf_c5_ref,chrf_c5_match,chrf_c6_hyp,chrf_c6_ref,"
         "chrf_c6_match)",
+        "table test/sentence_comet_segments (comet)",
         "text alignment",
-        "text comet",
         "text data.alignment",
         "text data.contrastive",
         "text data.entities",
@@ -567,14 +597,14 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     };
     std::string unlisted, gone;
     for (const std::string& n : evaluation_names)
-      if (!version_5.count(n)) unlisted += "\n  \"" + n + "\",";
-    for (const std::string& n : version_5)
+      if (!version_6.count(n)) unlisted += "\n  \"" + n + "\",";
+    for (const std::string& n : version_6)
       if (!evaluation_names.count(n)) gone += "\n  " + n;
-    INFO("written but not by version 5:" << unlisted);
-    INFO("written by version 5 but not now:" << gone);
+    INFO("written but not by version 6:" << unlisted);
+    INFO("written by version 6 but not now:" << gone);
     CHECK(unlisted.empty());
     CHECK(gone.empty());
-    CHECK(core::kEvaluationVersion == 5);
+    CHECK(core::kEvaluationVersion == 6);
   }
 
   // Running it again changes nothing.
@@ -731,6 +761,7 @@ TEST_CASE("re-evaluating a store of an older evaluation version runs only the pa
     CHECK_FALSE(core::evaluation_parts_changed_since(v).empty());  // a raised version names what it changed
     CHECK_NOTHROW(train::eval_parts_named(core::evaluation_parts_changed_since(v)));
   }
+  CHECK(core::evaluation_parts_changed_since(5) == std::set<std::string>{"test_sets"});
   CHECK(core::evaluation_parts_changed_since(4) == std::set<std::string>{"test_sets"});
   CHECK(core::evaluation_parts_changed_since(3) == std::set<std::string>{"alignment", "test_sets"});
   const train::EvalParts only = train::eval_parts_named({"alignment"});
