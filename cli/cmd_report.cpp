@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "cli/commands.h"
@@ -74,8 +75,8 @@ std::string label_of(const ComparedStore& c) {
   return c.store.experiment_id + (c.store.name.empty() ? "" : " (" + c.store.name + ")");
 }
 
-// BLEU and chrF of both and sacreBLEU's paired bootstrap test on the test
-// set's segments, or by sentence where one translated passages and the other
+// BLEU and chrF of both (and COMET where both have segment scores) and
+// sacreBLEU's paired bootstrap test on the test set's segments, or by sentence where one translated passages and the other
 // single sentences (results::paired_segments); InputError naming the store
 // when one has none, or when the two were scored against different references.
 void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const std::string& set) {
@@ -98,16 +99,24 @@ void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const 
   else
     std::cout << "test set " << set << ": " << b.bleu.size() << " segments, the same references; paired "
               << "bootstrap, 1000 resamples\n\n";
-  std::snprintf(line, sizeof line, "%-10s %8s %8s  %s\n", "", "BLEU", "chrF", "experiment");
-  std::cout << line;
-  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "baseline", bleu_b, chrf_b);
-  std::cout << line << label_of(base) << "\n";
-  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f  ", "system", bleu_b + p.bleu_delta, chrf_b + p.chrf_delta);
-  std::cout << line << label_of(sys) << "\n";
-  std::snprintf(line, sizeof line, "%-10s %+8.2f %+8.2f\n", "difference", p.bleu_delta, p.chrf_delta);
-  std::cout << line;
-  std::snprintf(line, sizeof line, "%-10s %8.4f %8.4f\n", "p-value", p.bleu_p, p.chrf_p);
-  std::cout << line;
+  // COMET (the mean of the segment scores) where both were scored by it.
+  const bool comet = std::isfinite(p.comet_p);
+  const double comet_b = comet ? std::accumulate(b.comet.begin(), b.comet.end(), 0.0) / b.comet.size() : 0;
+  auto comet_cell = [comet](const char* format, double v) {
+    char cell[32] = "";
+    if (comet) std::snprintf(cell, sizeof cell, format, v);
+    return std::string(cell);
+  };
+  std::snprintf(line, sizeof line, "%-10s %8s %8s", "", "BLEU", "chrF");
+  std::cout << line << (comet ? "    COMET" : "") << "  experiment\n";
+  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f", "baseline", bleu_b, chrf_b);
+  std::cout << line << comet_cell(" %8.4f", comet_b) << "  " << label_of(base) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.2f %8.2f", "system", bleu_b + p.bleu_delta, chrf_b + p.chrf_delta);
+  std::cout << line << comet_cell(" %8.4f", comet_b + p.comet_delta) << "  " << label_of(sys) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %+8.2f %+8.2f", "difference", p.bleu_delta, p.chrf_delta);
+  std::cout << line << comet_cell(" %+8.4f", p.comet_delta) << "\n";
+  std::snprintf(line, sizeof line, "%-10s %8.4f %8.4f", "p-value", p.bleu_p, p.chrf_p);
+  std::cout << line << comet_cell(" %8.4f", p.comet_p) << "\n";
 }
 
 // Contrastive accuracy of both, over all examples and over those whose
@@ -227,7 +236,7 @@ Command compare_command() {
   CommandSpec spec;
   spec.name = "compare";
   spec.summary =
-      "paired significance test of two experiments' BLEU and chrF (contrastive accuracy, entity consistency, AER)";
+      "paired significance test of two experiments' BLEU and chrF (COMET, contrastive accuracy, entity consistency, AER)";
   spec.positionals = {"BASELINE", "SYSTEM"};
   spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
   spec.description =
@@ -238,7 +247,10 @@ Command compare_command() {
       "large from chance alone (below 0.05 is the usual threshold). A model that translated passages\n"
       "(windows of sentences) against one that translated single sentences is tested sentence by\n"
       "sentence: the evaluation also scores passages by sentence (results/<set>/sentence_segments,\n"
-      "since evaluation version 5). When both stores keep per-example outcomes of the same contrastive\n"
+      "since evaluation version 5). Where both were scored by COMET segment by segment\n"
+      "(results/<set>/comet_segments, <set>/sentence_comet_segments; evaluation version 6, where\n"
+      "comet-score ran), their COMET (the mean of the segment scores) is tested on the same resamples.\n"
+      "When both stores keep per-example outcomes of the same contrastive\n"
       "set (results/contrastive/examples), the same test of contrastive accuracy follows, over all\n"
       "examples and over those whose antecedent is in an earlier sentence (a document-level model\n"
       "against its sentence-level twin). When both\n"
@@ -305,8 +317,10 @@ Command collect_command() {
       "Works on a running sweep too (partial results are marked). Writes one ablation table per\n"
       "grid axis, the baseline comparison (speed and memory relative to the Transformer),\n"
       "length-sensitivity and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF\n"
-      "differences are tested by paired bootstrap resampling, seed by seed on the stores' segment\n"
-      "statistics: each model against the Transformer, each ablation row against the axis's base\n"
+      "differences (and COMET's, where the stores keep segment COMET scores) are tested by paired\n"
+      "bootstrap resampling, seed by seed on the stores' segment statistics (by sentence where one\n"
+      "model translated passages and the other single sentences): each model against the\n"
+      "Transformer, each ablation row against the axis's base\n"
       "value; contrastive accuracy on the stores' per-example outcomes, and entity consistency on their\n"
       "per-document counts: each document-level model against its sentence-level twin (the\n"
       "document-context table, when the sweep has such twins). Entity consistency (documents\n"

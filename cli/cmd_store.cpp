@@ -98,10 +98,11 @@ Command store_show_command() {
                 auto ends = [&name](const std::string& tail) {
                   return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
                 };
-                const bool segments = ends("/segments"), examples = ends("/examples"),
-                           sentences = name == "alignment/sentences";
-                if (segments || examples || sentences || t.rows.size() > 20) {
-                  std::cout << (segments    ? ": per-segment statistics (mambamt compare uses them)\n"
+                const bool comet = ends("comet_segments"), segments = !comet && ends("segments"),
+                           examples = ends("/examples"), sentences = name == "alignment/sentences";
+                if (comet || segments || examples || sentences || t.rows.size() > 20) {
+                  std::cout << (comet       ? ": per-segment COMET scores (mambamt compare uses them)\n"
+                                : segments  ? ": per-segment statistics (mambamt compare uses them)\n"
                                 : examples  ? ": per-example outcomes (the collector's paired tests use them)\n"
                                 : sentences ? ": per-sentence alignment counts (the paired tests of AER use them)\n"
                                             : ": not shown (more than 20 rows)\n");

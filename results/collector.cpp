@@ -63,6 +63,8 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
     defs.push_back({"sentence_bleu", "BLEU by sentence", set + "/sentence_bleu", 1, 2, Better::kHigher, 1, ""});
   defs.push_back({"chrf", "chrF", set + "/chrf", 1, 2, Better::kHigher, 1, ""});
   if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
+  if (comet && passages && any_value(set + "/sentence_comet"))
+    defs.push_back({"sentence_comet", "COMET by sentence", set + "/sentence_comet", 1, 4, Better::kHigher, 1, ""});
   defs.push_back({"contrastive_accuracy", "Contrastive acc. (%)", "contrastive/accuracy", 100, 1, Better::kHigher, 1, ""});
   defs.push_back({"entity_recall", "Entity recall (%)", "entities/recall", 100, 1, Better::kHigher, 1, ""});
   if (any_value("entities/consistency"))
@@ -179,13 +181,15 @@ void seed_pairs(const PointGroup& system, const PointGroup& baseline, const Outc
   }
 }
 
-// Paired bootstrap p-values (BLEU, chrF) of a model against the reference, on
-// the test set's segments when both hold the same ones, else sentence by
-// sentence when those are the same (results::paired_segments: passages
-// against single sentences).
-std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const PointGroup& reference,
-                                                     const std::string& set) {
-  std::vector<double> bleu, chrf;
+// Paired bootstrap p-values (BLEU, chrF, and COMET where both have segment
+// scores) of a model against the reference, on the test set's segments when
+// both hold the same ones, else sentence by sentence when those are the same
+// (results::paired_segments: passages against single sentences).
+struct SignificanceCells {
+  ReportCell bleu, chrf, comet;
+};
+SignificanceCells significance_cells(const PointGroup& g, const PointGroup& reference, const std::string& set) {
+  std::vector<double> bleu, chrf, comet;
   seed_pairs(
       g, reference, [&set](const SweepPoint& p) { return segments_of(p, set); },
       [&](const StoreSegments& base, const StoreSegments& sys) {
@@ -194,8 +198,9 @@ std::pair<ReportCell, ReportCell> significance_cells(const PointGroup& g, const 
         const PairedSignificance s = paired_significance(paired->baseline, paired->system);
         bleu.push_back(s.bleu_p);
         chrf.push_back(s.chrf_p);
+        if (std::isfinite(s.comet_p)) comet.push_back(s.comet_p);
       });
-  return {largest_p(bleu), largest_p(chrf)};
+  return {largest_p(bleu), largest_p(chrf), largest_p(comet)};
 }
 
 // The largest p of a paired test over the completed seed pairs of `system`
@@ -260,9 +265,18 @@ ReportCell alignment_significance(const PointGroup& system, const PointGroup& ba
 // paired test of AER needs them; evaluation version 4 on).
 bool any_alignment_counts(const SweepData& sweep) { return any_table(sweep, "alignment/sentences"); }
 
+// Whether some store of the grid keeps segment COMET scores of test set `set`
+// (the paired test of COMET needs them; evaluation version 6 on, where
+// comet-score ran).
+bool any_comet_segments(const SweepData& sweep, const std::string& set) {
+  return any_table(sweep, set + "/comet_segments");
+}
+
 // The caption's account of the paired tests besides BLEU and chrF.
-std::string other_tests_caption(const SweepData& sweep) {
+std::string other_tests_caption(const SweepData& sweep, const std::string& set) {
   std::string s;
+  if (any_comet_segments(sweep, set))
+    s += ", and of COMET (the mean of its segment scores) on the same segments where both were scored by COMET";
   if (any_consistency_counts(sweep))
     s += ", and of entity consistency (documents resampled) where both translated the same sentences";
   if (any_alignment_counts(sweep)) s += ", and of AER (sentences resampled) where both were scored on the same ones";
@@ -291,16 +305,17 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
               "; mean \u00b1 std over seeds (n)" +
               (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
                             axis.key + " = " + target_label +
-                            kSameSegments + other_tests_caption(sweep) +
+                            kSameSegments + other_tests_caption(sweep, view.test_set) +
                             ", the largest p over the seeds (n)"
                       : std::string());
   t.row_title = axis.key;
   auto defs = metric_defs(sweep, view.test_set, false);
   // The p-values follow the metric they test.
-  // per column: index into defs, or -1 (BLEU p), -2 (chrF p), -3 (entity consistency p), -4 (AER p)
+  // per column: index into defs, or -1 (BLEU p), -2 (chrF p), -3 (entity consistency p), -4 (AER p), -5 (COMET p)
   std::vector<int> metric_of;
   const bool consistency_test = target && any_consistency_counts(sweep);
   const bool alignment_test = target && any_alignment_counts(sweep);
+  const bool comet_test = target && any_comet_segments(sweep, view.test_set);
   for (size_t m = 0; m < defs.size(); ++m) {
     t.columns.push_back(column_of(defs[m]));
     metric_of.push_back(static_cast<int>(m));
@@ -309,6 +324,10 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
       t.columns.push_back(make_column(bleu ? "bleu_p_vs_base" : "chrf_p_vs_base",
                                       std::string(bleu ? "BLEU" : "chrF") + " p vs " + target_label, 3, Better::kNone));
       metric_of.push_back(bleu ? -1 : -2);
+    }
+    if (comet_test && defs[m].key == "comet") {
+      t.columns.push_back(make_column("comet_p_vs_base", "COMET p vs " + target_label, 3, Better::kNone));
+      metric_of.push_back(-5);
     }
     if (consistency_test && defs[m].key == "entity_consistency") {
       t.columns.push_back(
@@ -322,7 +341,7 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
   }
   for (auto& [value, g] : rows) {
     ReportRow full = metric_row(sweep, g, value, detail::display_value(axis.key, value), defs);
-    std::pair<ReportCell, ReportCell> p;
+    SignificanceCells p;
     ReportCell consistency_p, alignment_p;
     if (g && target && g != target) p = significance_cells(*g, *target, view.test_set);
     if (g && consistency_test && g != target) consistency_p = consistency_significance(*g, *target);
@@ -331,10 +350,11 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
     row.cells.clear();
     for (int m : metric_of)
       row.cells.push_back(m >= 0    ? full.cells[static_cast<size_t>(m)]
-                          : m == -1 ? p.first
-                          : m == -2 ? p.second
+                          : m == -1 ? p.bleu
+                          : m == -2 ? p.chrf
                           : m == -3 ? consistency_p
-                                    : alignment_p);
+                          : m == -4 ? alignment_p
+                                    : p.comet);
     t.rows.push_back(std::move(row));
   }
   mark_best(t);
@@ -350,7 +370,7 @@ ReportTable baseline_table(const SweepView& view) {
                   ? "Speed and memory relative to " + view.reference->label + "; test set " + view.test_set +
                         "; mean \u00b1 std over seeds (n); p: paired bootstrap resampling (sacreBLEU's test, 1000 "
                         "resamples) of BLEU and chrF against " + view.reference->label +
-                        kSameSegments + other_tests_caption(sweep) +
+                        kSameSegments + other_tests_caption(sweep, view.test_set) +
                         ", the largest p over the seeds (n)"
                   : "No Transformer variant in this sweep: no relative speed, memory or significance; test set " +
                         view.test_set;
@@ -365,6 +385,7 @@ ReportTable baseline_table(const SweepView& view) {
   std::vector<Rel> rels = {
       {"bleu", make_column("bleu_p_vs_reference", "BLEU p vs Transformer", 3, Better::kNone)},
       {"chrf", make_column("chrf_p_vs_reference", "chrF p vs Transformer", 3, Better::kNone)},
+      {"comet", make_column("comet_p_vs_reference", "COMET p vs Transformer", 3, Better::kNone)},
       {"entity_consistency",
        make_column("entity_consistency_p_vs_reference", "Consistency p vs Transformer", 3, Better::kNone)},
       {"alignment_aer", make_column("alignment_aer_p_vs_reference", "AER p vs Transformer", 3, Better::kNone)},
@@ -381,7 +402,8 @@ ReportTable baseline_table(const SweepView& view) {
     for (auto& r : rels)
       if (r.of == defs[i].key &&
           (r.of != "entity_consistency" || (view.reference && any_consistency_counts(sweep))) &&
-          (r.of != "alignment_aer" || (view.reference && any_alignment_counts(sweep)))) {
+          (r.of != "alignment_aer" || (view.reference && any_alignment_counts(sweep))) &&
+          (r.of != "comet" || (view.reference && any_comet_segments(sweep, view.test_set)))) {
         t.columns.push_back(r.column);
         source_of.push_back(-1);
         rel_of.push_back(static_cast<int>(i));
@@ -398,15 +420,16 @@ ReportTable baseline_table(const SweepView& view) {
     row.base = g->base;
     std::vector<ReportCell> cells;
     for (auto& m : defs) cells.push_back(summarize(detail::scalar_values(*g, m.path, m.scale)));
-    std::pair<ReportCell, ReportCell> p;
+    SignificanceCells p;
     if (view.reference && view.reference != g) p = significance_cells(*g, *view.reference, view.test_set);
     for (size_t c = 0; c < t.columns.size(); ++c) {
       if (source_of[c] >= 0) {
         row.cells.push_back(cells[static_cast<size_t>(source_of[c])]);
         continue;
       }
-      if (t.columns[c].key == "bleu_p_vs_reference" || t.columns[c].key == "chrf_p_vs_reference") {
-        row.cells.push_back(t.columns[c].key == "bleu_p_vs_reference" ? p.first : p.second);
+      const std::string& key = t.columns[c].key;
+      if (key == "bleu_p_vs_reference" || key == "chrf_p_vs_reference" || key == "comet_p_vs_reference") {
+        row.cells.push_back(key == "bleu_p_vs_reference" ? p.bleu : key == "chrf_p_vs_reference" ? p.chrf : p.comet);
         continue;
       }
       if (t.columns[c].key == "entity_consistency_p_vs_reference") {
@@ -560,7 +583,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     std::function<double(const core::StoreSnapshot&)> value;
     bool sides;  // document- and sentence-level columns before the gain
     int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones, 3 entity
-                 // consistency, 4 BLEU; 0 none
+                 // consistency, 4 BLEU, 5 COMET; 0 none
   };
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
@@ -568,19 +591,26 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       return it == s.scalars.end() || !core::result_current(s, path) ? kNaN : it->second * scale;
     };
   };
+  // A score by sentence: the document-level model's passages split into
+  // their sentences, as the tests pair them (stores from before that was
+  // kept: their own segments').
+  auto by_sentence = [&view, scalar](const std::string& metric) {
+    return [&view, scalar, metric](const core::StoreSnapshot& s) {
+      const double v = scalar(view.test_set + "/sentence_" + metric, 1)(s);
+      return std::isfinite(v) ? v : scalar(view.test_set + "/" + metric, 1)(s);
+    };
+  };
   std::vector<Metric> metrics = {
       {"contrastive_accuracy", "Contrastive acc. (%)", 1, scalar("contrastive/accuracy", 100), true, 1},
       {"earlier_sentence_accuracy", "Antecedent in an earlier sentence (%)", 1,
        [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true, 2},
-      // BLEU by sentence: the document-level model's passages split into their
-      // sentences, as the test pairs them (stores from before it: their own segments').
-      {"bleu", "BLEU", 2,
-       [&view, scalar](const core::StoreSnapshot& s) {
-         const double by_sentence = scalar(view.test_set + "/sentence_bleu", 1)(s);
-         return std::isfinite(by_sentence) ? by_sentence : scalar(view.test_set + "/bleu", 1)(s);
-       },
-       true, 4},
+      {"bleu", "BLEU", 2, by_sentence("bleu"), true, 4},
   };
+  bool comet = false;
+  for (auto& [d, s] : pairs)
+    for (const PointGroup* g : {d, s})
+      for (const core::StoreSnapshot* st : g->completed()) comet = comet || std::isfinite(by_sentence("comet")(*st));
+  if (comet) metrics.push_back({"comet", "COMET", 4, by_sentence("comet"), true, 5});
   bool consistency = false;
   for (auto& [d, s] : pairs)
     for (const PointGroup* g : {d, s})
@@ -596,21 +626,22 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
               "from it only in document context (data.context_sentences <= 1; data.context_side, "
               "data.multi_resolution, data.sentence_steps and eval.doc_decode aside); gains seed by seed (document "
               "level minus sentence level, pp for percentages); contrastive accuracy over all examples and over "
-              "those whose antecedent is in an earlier sentence; BLEU on test set " +
-              view.test_set +
+              "those whose antecedent is in an earlier sentence; BLEU" + std::string(comet ? " and COMET" : "") +
+              " on test set " + view.test_set +
               " by sentence (a model's translated passages split into their sentences; over each model's own test "
               "examples for stores evaluated before that was kept); "
               "mean \u00b1 std over seeds (n); p: paired bootstrap resampling (1000 resamples) of the contrastive "
-              "accuracy against the sentence-level model of the same seed on the same examples, of BLEU sentence by "
-              "sentence where both were scored on the same sentences, and of entity consistency (documents resampled) where both translated the same "
-              "sentences, the largest p over the seeds (n)";
+              "accuracy against the sentence-level model of the same seed on the same examples, of BLEU" +
+              (comet ? " and COMET (the mean of its segment scores, where both have them)" : "") +
+              " sentence by sentence where both were scored on the same sentences, and of entity consistency "
+              "(documents resampled) where both translated the same sentences, the largest p over the seeds (n)";
   t.row_title = "model";
   for (const Metric& m : metrics) {
     if (m.sides) {
       t.columns.push_back(make_column(m.key, m.title, m.decimals, Better::kHigher));
       t.columns.push_back(make_column(m.key + "_sentence_level", "sentence level", m.decimals, Better::kNone));
     }
-    const bool pp = m.key != "bleu";
+    const bool pp = m.key != "bleu" && m.key != "comet";  // gains of percentages
     t.columns.push_back(make_column(m.key + (pp ? "_gain_pp" : "_gain"),
                                     m.sides ? std::string("gain") + (pp ? " (pp)" : "")
                                             : m.title + " gain (pp)",
@@ -626,7 +657,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     row.base = d->base;
     const std::pair<ReportCell, ReportCell> p = contrastive_significance(*d, *s);
     const ReportCell consistency_p = consistency ? consistency_significance(*d, *s) : ReportCell{};
-    const ReportCell bleu_p = significance_cells(*d, *s, view.test_set).first;
+    const SignificanceCells scores_p = significance_cells(*d, *s, view.test_set);
     for (const Metric& m : metrics) {
       std::vector<double> doc, sent, gain;
       for (const SweepPoint* p : d->points) {
@@ -647,7 +678,8 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
         row.cells.push_back(m.test == 1   ? p.first
                             : m.test == 2 ? p.second
                             : m.test == 3 ? consistency_p
-                                          : bleu_p);
+                            : m.test == 4 ? scores_p.bleu
+                                          : scores_p.comet);
     }
     t.rows.push_back(std::move(row));
   }

@@ -116,6 +116,32 @@ TEST_CASE("mambamt compare: scores, differences and p-values of two stores on th
   std::snprintf(line, sizeof line, "p-value    %8.4f %8.4f", q.bleu_p, q.chrf_p);
   CHECK_THAT(c.output, Catch::Contains(line));
 
+  CHECK(c.output.find("COMET") == std::string::npos);  // no segment COMET scores
+
+  // Segment COMET scores in both (0.9 a sentence, 0.3 a broken one): a COMET
+  // column, tested on the same resamples.
+  for (const auto& [dir, every] : {std::make_pair(worse, 2), std::make_pair(better, 10)}) {
+    std::vector<double> scores;
+    for (size_t i = 0; i < refs.size(); ++i) scores.push_back(i % static_cast<size_t>(every) == 0 ? 0.3 : 0.9);
+    core::ExperimentStore store = core::ExperimentStore::open(dir + "/store.h5");
+    store.set_table("test/comet_segments", results::comet_segment_table(scores));
+    store.commit();
+  }
+  CommandResult with_comet = run_shell(mambamt_binary() + " compare " + worse + " " + better);
+  INFO(with_comet.output);
+  REQUIRE(with_comet.code == 0);
+  const results::PairedSignificance pc =
+      results::paired_significance(*results::store_segments(store_in(worse), "test").own,
+                                   *results::store_segments(store_in(better), "test").own);
+  CHECK(pc.comet_delta == Approx(0.24));
+  CHECK_THAT(with_comet.output, Catch::Contains("    BLEU     chrF    COMET  experiment\n"));
+  std::snprintf(line, sizeof line, "difference %+8.2f %+8.2f %+8.4f\n", pc.bleu_delta, pc.chrf_delta, pc.comet_delta);
+  CHECK_THAT(with_comet.output, Catch::Contains(line));
+  std::snprintf(line, sizeof line, "p-value    %8.4f %8.4f %8.4f\n", pc.bleu_p, pc.chrf_p, pc.comet_p);
+  CHECK_THAT(with_comet.output, Catch::Contains(line));
+  CHECK(pc.comet_p < 0.01);
+  CHECK(pc.bleu_p == p.bleu_p);
+
   // Other references, no segments, another set: exit 1 naming the store.
   std::vector<std::string> other = refs;
   other.pop_back();
@@ -135,6 +161,7 @@ TEST_CASE("mambamt compare: scores, differences and p-values of two stores on th
   INFO(show.output);
   CHECK(show.code == 0);
   CHECK_THAT(show.output, Catch::Contains("test/segments (80 x 28): per-segment statistics"));
+  CHECK_THAT(show.output, Catch::Contains("test/comet_segments (80 x 1): per-segment COMET scores"));
   CHECK(show.output.find("bleu_match_1") == std::string::npos);
 }
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include "core/config.h"
@@ -117,6 +118,10 @@ struct Results {
   // passages (two translations and their references joined), and
   // test/sentence_segments of the sentences.
   bool passages = false;
+  // With segment statistics: COMET too, each sentence 0.9 (0.3 garbled), a
+  // passage the mean of its two: test/comet_segments (and
+  // test/sentence_comet_segments of passages), test/comet, test/sentence_comet.
+  bool comet_segments = false;
 };
 
 // 120 reference sentences of a test set.
@@ -173,6 +178,16 @@ void write_segments(core::ExperimentStore& store, const Results& r) {
     store.set_table("test/segments", segments_table(in_twos(hyps), in_twos(refs)));
   } else {
     store.set_table("test/segments", segments_table(hyps, refs));
+  }
+  if (r.comet_segments) {
+    std::vector<double> sentences, passages;
+    for (size_t i = 0; i < hyps.size(); ++i) sentences.push_back(hyps[i] == refs[i] ? 0.9 : 0.3);
+    for (size_t i = 0; i + 1 < sentences.size(); i += 2) passages.push_back((sentences[i] + sentences[i + 1]) / 2);
+    const double mean = std::accumulate(sentences.begin(), sentences.end(), 0.0) / sentences.size();
+    store.set_table("test/comet_segments", comet_segment_table(r.passages ? passages : sentences));
+    if (r.passages) store.set_table("test/sentence_comet_segments", comet_segment_table(sentences));
+    store.set_scalar("test/comet", mean);
+    store.set_scalar("test/sentence_comet", mean);
   }
 }
 
@@ -280,6 +295,15 @@ void write_string_matrix(h5::Group& g, const std::string& name, const std::vecto
 struct FakeSweep {
   fs::path root, run;
   std::vector<Point> points;
+
+  // The store of a point: a variant's, or the grid point at `axis_values`.
+  std::string store_of(const std::string& variant, const std::vector<std::string>& axis_values, int64_t seed) const {
+    for (const Point& p : points)
+      if (p.variant == variant && (!variant.empty() || p.axis_values == axis_values) && p.seed == seed)
+        return (run / "exp" / p.id / "store.h5").string();
+    FAIL("no point " << variant << " of seed " << seed);
+    return std::string();
+  }
 };
 
 FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool with_grid_file = true) {
@@ -768,6 +792,43 @@ TEST_CASE("paired_segments: passages against single sentences are paired sentenc
   core::StoreSnapshot bad = passages;
   bad.tables["test/sentence_segments"].columns[3] = "bleu_match_9";
   CHECK_THROWS_WITH(store_segments(bad, "test"), Catch::StartsWith("/results/test/sentence_segments: "));
+
+  // Segment COMET scores come with the statistics of the same segments and
+  // are tested on the same resamples: each sentence 0.9, a garbled one 0.3.
+  auto comet_of = [&refs](const Results& r) {
+    const std::vector<std::string> hyps = test_translations(r);
+    std::vector<double> v;
+    for (size_t i = 0; i < hyps.size(); ++i) v.push_back(hyps[i] == refs[i] ? 0.9 : 0.3);
+    return v;
+  };
+  const std::vector<double> worse_comet = comet_of(worse), better_comet = comet_of(better);
+  std::vector<double> passage_comet;
+  for (size_t i = 0; i + 1 < better_comet.size(); i += 2) passage_comet.push_back((better_comet[i] + better_comet[i + 1]) / 2);
+  sentences.tables["test/comet_segments"] = comet_segment_table(worse_comet);
+  passages.tables["test/comet_segments"] = comet_segment_table(passage_comet);
+  passages.tables["test/sentence_comet_segments"] = comet_segment_table(better_comet);
+  const StoreSegments with_comet = store_segments(passages, "test");
+  CHECK(with_comet.own->comet == passage_comet);
+  CHECK(with_comet.by_sentence->comet == better_comet);
+  CHECK(store_segments(sentences, "test").by_sentence->comet == worse_comet);  // its own segments are sentences
+  const PairedSegments comet_pair = *paired_segments(store_segments(sentences, "test"), with_comet);
+  const PairedSignificance sc = paired_significance(comet_pair.baseline, comet_pair.system);
+  CHECK(sc.comet_p < 0.01);
+  CHECK(sc.comet_delta == Approx((108 * 0.9 + 12 * 0.3) / 120 - 0.6));
+  CHECK(sc.bleu_p == s.bleu_p);  // the same resamples as without COMET
+  // The same scores: p = 1; a side without segment scores: no test (NaN).
+  CHECK(paired_significance(comet_pair.system, comet_pair.system).comet_p == 1);
+  CHECK(std::isnan(paired_significance(worse_better.baseline, worse_better.system).comet_p));
+  // Scores of other segments than the statistics' are left out; a table that
+  // is not one of scores is named.
+  core::StoreSnapshot miscounted = passages;
+  miscounted.tables["test/comet_segments"] = comet_segment_table(better_comet);
+  CHECK(store_segments(miscounted, "test").own->comet.empty());
+  CHECK(store_segments(miscounted, "test").by_sentence->comet == better_comet);
+  core::StoreSnapshot not_scores = passages;
+  not_scores.tables["test/comet_segments"].columns = {"score"};
+  CHECK_THROWS_WITH(store_segments(not_scores, "test"),
+                    Catch::StartsWith("/results/test/comet_segments: not a table of segment COMET scores"));
 }
 
 TEST_CASE("collector: length, contrastive and entity breakdowns", "[results][collector]") {
@@ -1370,12 +1431,14 @@ model.kind = "mamba"
   // Segment statistics: the base hybrid translated passages of two sentences
   // (a tenth of its sentences garbled), its twin single sentences (every other
   // one garbled): BLEU is tested sentence by sentence.
+  // COMET too, by sentence.
   auto segments = [&](const std::string& variant, int64_t seed, int garbled_every, bool passages) {
     core::ExperimentStore store =
         core::ExperimentStore::open((run / "exp" / point_config(variant, seed).id() / "store.h5").string());
     Results r;
     r.garbled_every = garbled_every;
     r.passages = passages;
+    r.comet_segments = true;
     write_segments(store, r);
     store.commit();
   };
@@ -1428,6 +1491,21 @@ model.kind = "mamba"
   CHECK(cell(t, "base", "bleu_p").mean < 0.01);
   CHECK(cell(t, "base", "bleu_p").n == 1);
   CHECK(cell(t, "transformer", "bleu_p").n == 0);  // no segment statistics
+  // COMET by sentence (a tenth of the sentences garbled against half), its
+  // gain not in percentage points, and its paired test sentence by sentence.
+  CHECK(cell(t, "base", "comet").mean == Approx(0.84));
+  CHECK(cell(t, "base", "comet_sentence_level").mean == Approx(0.6));
+  CHECK(cell(t, "base", "comet_gain").mean == Approx(0.24));
+  CHECK(cell(t, "base", "comet_p").mean < 0.01);
+  CHECK(cell(t, "base", "comet_p").n == 1);
+  CHECK(cell(t, "transformer", "comet_gain").n == 0);
+  CHECK(cell(t, "transformer", "comet_p").n == 0);
+  CHECK_THAT(t.caption, Catch::Contains("of BLEU and COMET (the mean of its segment scores, where both have them) "
+                                        "sentence by sentence"));
+  // The baseline table's COMET by sentence beside COMET (a model translated passages).
+  const ReportTable& baselines = find_table(r, "baselines");
+  CHECK(cell(baselines, "base", "sentence_comet").mean == Approx(0.84));
+  CHECK(cell(baselines, "hybrid-sent", "sentence_comet").mean == Approx(0.6));
   // Entity consistency: a column since the hybrids' stores have it.
   CHECK(cell(t, "base", "entity_consistency_gain_pp").mean == Approx(20));
   CHECK(cell(t, "transformer", "entity_consistency_gain_pp").n == 0);
@@ -1577,13 +1655,6 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
           "[results][collector]") {
   TempDir dir;
   FakeSweep f = make_sweep(dir.path());
-  auto store_of = [&](const std::string& variant, std::vector<std::string> axis_values, int64_t seed) {
-    for (const Point& p : f.points)
-      if (p.variant == variant && (!variant.empty() || p.axis_values == axis_values) && p.seed == seed)
-        return (f.run / "exp" / p.id / "store.h5").string();
-    FAIL("no such point");
-    return std::string();
-  };
   CollectOptions o;
   o.run_dir = f.run.string();
   o.out_dir = (dir.path() / "none").string();
@@ -1595,10 +1666,10 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
 
   const std::string text = "test 00000000000000cc (40 documents, 160 sentences), the first 160 sentences translated";
   for (int64_t seed : {1, 2}) {
-    write_entity_counts(store_of("", {"0.125", "64"}, seed), 2, text);  // the base hybrid: always consistent
-    write_entity_counts(store_of("transformer", {}, seed), 1, text);    // the Transformer: half the time
+    write_entity_counts(f.store_of("", {"0.125", "64"}, seed), 2, text);  // the base hybrid: always consistent
+    write_entity_counts(f.store_of("transformer", {}, seed), 1, text);    // the Transformer: half the time
   }
-  write_entity_counts(store_of("", {"0.125", "32"}, 1), 2, text, 1);  // d_state 32: one entity less than the base
+  write_entity_counts(f.store_of("", {"0.125", "32"}, 1), 2, text, 1);  // d_state 32: one entity less than the base
   o.out_dir = (dir.path() / "counts").string();
   report = collect(o, log);
   const ReportTable& base = find_table(report, "baselines");
@@ -1618,23 +1689,62 @@ TEST_CASE("collector: entity consistency tested against the Transformer and agai
 
   // d_state 32 renders no repeated entity: no consistency, so no p-value
   // either (not one against a consistency of 0).
-  write_entity_counts(store_of("", {"0.125", "32"}, 1), 0, text, 0, 0);
+  write_entity_counts(f.store_of("", {"0.125", "32"}, 1), 0, text, 0, 0);
   o.out_dir = (dir.path() / "none_rendered").string();
   report = collect(o, log);
   const ReportTable& none = find_table(report, "ablation_model.d_state");
   CHECK(cell(none, "32", "entity_consistency_p_vs_base").n == 0);
 }
 
+TEST_CASE("collector: COMET tested against the Transformer and against an axis's base value", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "scalars").string();
+  std::ostringstream log;
+  // COMET scalars without segment scores: a COMET column, no test.
+  CollectReport report = collect(o, log);
+  for (const ReportColumn& c : find_table(report, "baselines").columns) CHECK(c.key != "comet_p_vs_reference");
+
+  // Segment scores (0.9 a sentence, 0.3 a garbled one) of the sentences each
+  // store's statistics hold: the base hybrid garbles a tenth, the Transformer
+  // half, attention ratio 0.25 a third.
+  auto comet = [&](const std::string& store, int garbled_every) {
+    core::ExperimentStore s = core::ExperimentStore::open(store);
+    Results r;
+    r.garbled_every = garbled_every;
+    r.comet_segments = true;
+    write_segments(s, r);
+    s.commit();
+  };
+  for (int64_t seed : {1, 2}) {
+    comet(f.store_of("", {"0.125", "64"}, seed), 10);
+    comet(f.store_of("transformer", {}, seed), 2);
+  }
+  comet(f.store_of("", {"0.25", "64"}, 1), 3);
+  o.out_dir = (dir.path() / "segments").string();
+  report = collect(o, log);
+  const ReportTable& base = find_table(report, "baselines");
+  CHECK(cell(base, "base", "comet").mean == Approx(0.84));
+  CHECK(cell(base, "base", "comet_p_vs_reference").mean < 0.01);
+  CHECK(cell(base, "base", "comet_p_vs_reference").n == 2);
+  CHECK(cell(base, "transformer", "comet_p_vs_reference").n == 0);
+  CHECK(cell(base, "mamba", "comet_p_vs_reference").n == 0);  // no segment scores
+  CHECK_THAT(base.caption, Catch::Contains("and of COMET (the mean of its segment scores) on the same segments"));
+  const ReportTable& ratio = find_table(report, "ablation_model.attention_ratio");
+  CHECK(cell(ratio, "0.25", "comet_p_vs_base").mean < 0.01);
+  CHECK(cell(ratio, "0.25", "comet_p_vs_base").n == 1);
+  CHECK(cell(ratio, "0.125", "comet_p_vs_base").n == 0);
+  // The p column follows its metric.
+  for (const ReportTable* t : {&base, &ratio})
+    for (size_t c = 0; c + 1 < t->columns.size(); ++c)
+      if (t->columns[c + 1].key.rfind("comet_p", 0) == 0) CHECK(t->columns[c].key == "comet");
+}
+
 TEST_CASE("collector: the alignment error rate, as a column and by layer", "[results][collector]") {
   TempDir dir;
   FakeSweep f = make_sweep(dir.path());
-  auto store_of = [&](const std::string& variant, std::vector<std::string> axis_values, int64_t seed) {
-    for (const Point& p : f.points)
-      if (p.variant == variant && (variant.empty() ? p.axis_values == axis_values : true) && p.seed == seed)
-        return (f.run / "exp" / p.id / "store.h5").string();
-    FAIL("no point " << variant << " of seed " << seed);
-    return std::string();
-  };
   // by_layer: the aer of each layer, the last row all layers; alignment/aer (the reported layer) here the best.
   auto write_alignment = [&](const std::string& path, const std::vector<std::string>& layers, std::vector<double> aer) {
     core::ExperimentStore store = core::ExperimentStore::open(path);
@@ -1658,11 +1768,11 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
   for (const ReportTable& t : report.tables) CHECK(t.name != "alignment_by_layer");
 
   const std::vector<std::string> hybrid_layers = {"decoder.1.cross", "decoder.3.cross", "all layers"};
-  write_alignment(store_of("", {"0.125", "64"}, 1), hybrid_layers, {0.5, 0.3, 0.4});
-  write_alignment(store_of("", {"0.125", "64"}, 2), hybrid_layers, {0.6, 0.5, 0.5});
+  write_alignment(f.store_of("", {"0.125", "64"}, 1), hybrid_layers, {0.5, 0.3, 0.4});
+  write_alignment(f.store_of("", {"0.125", "64"}, 2), hybrid_layers, {0.6, 0.5, 0.5});
   const std::vector<std::string> transformer_layers = {"decoder.0.cross", "decoder.1.cross", "all layers"};
-  write_alignment(store_of("transformer", {}, 1), transformer_layers, {0.7, 0.6, 0.65});
-  write_alignment(store_of("transformer", {}, 2), transformer_layers, {0.8, 0.6, 0.7});
+  write_alignment(f.store_of("transformer", {}, 1), transformer_layers, {0.7, 0.6, 0.65});
+  write_alignment(f.store_of("transformer", {}, 2), transformer_layers, {0.8, 0.6, 0.7});
   report = collect(o, log);
   const ReportTable& base = find_table(report, "baselines");
   CHECK(cell(base, "base", "alignment_aer").mean == Approx(40));  // (30 + 50) / 2, in percent
@@ -1682,7 +1792,7 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
   // alignment/aer: left out of the AER cells (not averaged with the held-out
   // choice of the other seed), its occlusion AER, unchanged, still counted.
   {
-    core::ExperimentStore store = core::ExperimentStore::open(store_of("transformer", {}, 2));
+    core::ExperimentStore store = core::ExperimentStore::open(f.store_of("transformer", {}, 2));
     store.set_scalar("evaluation/version", 2);
     store.commit();
   }
@@ -1697,7 +1807,7 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
     CHECK_THAT(slurp(fs::path(o.out_dir) / "report.md"), Catch::Contains("**Evaluated by an older mambamt:** 1"));
   }
   {
-    core::ExperimentStore store = core::ExperimentStore::open(store_of("transformer", {}, 2));
+    core::ExperimentStore store = core::ExperimentStore::open(f.store_of("transformer", {}, 2));
     store.set_scalar("evaluation/version", static_cast<double>(core::kEvaluationVersion));
     store.commit();
   }
@@ -1731,11 +1841,11 @@ TEST_CASE("collector: the alignment error rate, as a column and by layer", "[res
     store.commit();
   };
   for (int64_t seed : {1, 2}) {
-    write_sentences(store_of("", {"0.125", "64"}, seed), 7);
-    write_sentences(store_of("transformer", {}, seed), 3);
+    write_sentences(f.store_of("", {"0.125", "64"}, seed), 7);
+    write_sentences(f.store_of("transformer", {}, seed), 3);
   }
   // As good as the base on the whole, sentence by sentence other counts.
-  write_sentences(store_of("", {"0.25", "64"}, 1), 7, 1);
+  write_sentences(f.store_of("", {"0.25", "64"}, 1), 7, 1);
   const CollectReport tested = collect(o, log);
   const ReportTable& tb = find_table(tested, "baselines");
   std::vector<std::string> tb_keys;
