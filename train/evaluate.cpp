@@ -584,6 +584,10 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
             if (std::isnan(sentence_comet.system)) spdlog::info("by sentence: {}", sentence_comet.note);
           }
           if (!std::isnan(sentence_comet.system)) store.set_scalar(t.name + "/sentence_comet", sentence_comet.system);
+          // What scored it (replacing the note of an earlier run that could not).
+          store.set_text("comet", std::string("scored by comet-score (its default model) on the ") +
+                                      (device.is_cuda() ? "GPU" : "CPU") +
+                                      (comet.segments.empty() ? ", system score only" : ", segment by segment"));
           spdlog::info("test set {}: COMET {:.4f} ({} segment scores), by sentence {:.4f}", t.name, comet.system,
                        comet.segments.size(), sentence_comet.system);
         } else {

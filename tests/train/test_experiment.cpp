@@ -477,7 +477,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     }
   }
   CHECK_FALSE(s.tables.count("explain/3/occlusion"));
-  CHECK_FALSE(s.texts.count("comet"));  // no note: COMET ran
+  CHECK_THAT(s.texts["comet"], Catch::StartsWith("scored by comet-score (its default model) on the ") &&
+                                   Catch::EndsWith("PU, segment by segment"));
   for (const char* k : {"host", "torch", "device"}) CHECK(s.system.count(k));
   // Hypotheses: one line per test segment (the buckets' counts add up to them).
   REQUIRE(fs::exists(dir + "/hyp/test.txt"));
@@ -590,6 +591,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "chrf_c6_match)",
         "table test/sentence_comet_segments (comet)",
         "text alignment",
+        "text comet",
         "text data.alignment",
         "text data.contrastive",
         "text data.entities",
