@@ -875,7 +875,7 @@ namespace {
 // ids of a default experiment and of the shipped configs.
 const std::set<std::string>& fields_hashed_when_set() {
   static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty", "train.gate_penalty_warmup",
-                                               "eval.alignment"};
+                                               "eval.alignment", "eval.comet_model"};
   return fields;
 }
 
@@ -917,6 +917,7 @@ std::string ExperimentConfig::training_id() const {
   e.extrapolation = defaults.extrapolation;
   e.alignment = defaults.alignment;
   e.comet = defaults.comet;
+  e.comet_model = defaults.comet_model;
   e.max_examples = defaults.max_examples;
   if (train.valid_metric == "loss") {
     // Validation decodes only for a BLEU or chrF criterion.

@@ -134,6 +134,7 @@
   X(extrapolation, bool, true, any(), "Score the 2x/4x length-extrapolation passages.") \
   X(alignment, bool, true, any(), "Alignment error rate (AER) of the attention over the source (each layer's, and all layers' together) on the references of the first test set with gold word alignments: the synthetic corpus's test.align, or <set>.align next to a test file (Pharaoh format, data/alignment.h), e.g. a gold-aligned set added to data.test. Also read from occlusion, for every kind (pure Mamba, which has no attention, gets that one only). Sets without gold alignments have none.") \
   X(comet, std::string, "auto", one_of({"auto", "off"}), "COMET via Unbabel's `comet-score` command on PATH (auto = when present): the system score and every segment's (results/<set>/comet_segments: the collector's paired test of COMET), by sentence too for passages.") \
+  X(comet_model, std::string, "", any(), "The COMET model comet-score loads (its --model, e.g. Unbabel/wmt22-comet-da; a name or a checkpoint path): pins what the scores of a sweep mean, whatever version of COMET a node has. Empty = comet-score's default model.") \
   X(average_last, int64_t, 0, range(0, 100), "Average the parameters of the last k checkpoints before evaluating (0 = off).") \
   X(max_examples, int64_t, 0, range(0, 100000000), "Cap on test sentences per test set (0 = all): the first N in document order, whether translated alone or in windows; also the most passages per length-extrapolation set.") \
   X(gate_skip, double, 0.0, range(0.0, 1.0), \

@@ -233,7 +233,8 @@ std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper) {
 }
 
 CometScores comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
-                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu) {
+                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu,
+                        const std::string& model) {
   CometScores out;
   if (!on_path("comet-score")) {
     out.note = "comet-score not found on PATH: COMET skipped";
@@ -249,7 +250,8 @@ CometScores comet_score(const std::vector<std::string>& sources, const std::vect
   // releases) it prints every segment's score before the system's; its logs
   // and progress bars go to stderr, kept apart.
   const std::string cmd = "comet-score -s " + shell_quote(src) + " -t " + shell_quote(hyp) + " -r " +
-                          shell_quote(ref) + " --gpus " + (gpu ? "1" : "0") + " 2>" + shell_quote(err);
+                          shell_quote(ref) + (model.empty() ? "" : " --model " + shell_quote(model)) + " --gpus " +
+                          (gpu ? "1" : "0") + " 2>" + shell_quote(err);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
     out.note = "comet-score could not be started";
@@ -567,7 +569,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       if (!hyps.empty()) store.set_table(t.name + "/by_length", length_table(results::quality_by_length(source_lengths(t.examples), hyps, refs, lo)));
       if (e.comet == "auto") {
         const std::string work_dir = (fs::path(exp_dir) / "hyp" / ".comet").string();
-        const CometScores comet = comet_score(t.sources, hyps, t.references, work_dir, device.is_cuda());
+        const CometScores comet = comet_score(t.sources, hyps, t.references, work_dir, device.is_cuda(), e.comet_model);
         if (!std::isnan(comet.system)) {
           store.set_scalar(t.name + "/comet", comet.system);
           // Segment scores: the paired tests of COMET (results::paired_significance).
@@ -577,7 +579,7 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
           CometScores sentence_comet = comet;
           if (by_sentence) {
             sentence_comet = comet_score(by_sentence->sources, by_sentence->hypotheses, by_sentence->references,
-                                         work_dir, device.is_cuda());
+                                         work_dir, device.is_cuda(), e.comet_model);
             if (!sentence_comet.segments.empty())
               store.set_table(t.name + "/sentence_comet_segments",
                               results::comet_segment_table(sentence_comet.segments));
@@ -585,7 +587,9 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
           }
           if (!std::isnan(sentence_comet.system)) store.set_scalar(t.name + "/sentence_comet", sentence_comet.system);
           // What scored it (replacing the note of an earlier run that could not).
-          store.set_text("comet", std::string("scored by comet-score (its default model) on the ") +
+          store.set_text("comet", "scored by comet-score (" +
+                                      (e.comet_model.empty() ? std::string("its default model") : e.comet_model) +
+                                      ") on the " +
                                       (device.is_cuda() ? "GPU" : "CPU") +
                                       (comet.segments.empty() ? ", system score only" : ", segment by segment"));
           spdlog::info("test set {}: COMET {:.4f} ({} segment scores), by sentence {:.4f}", t.name, comet.system,

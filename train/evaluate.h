@@ -84,8 +84,8 @@ const std::vector<double>& gate_thresholds();
 std::vector<int64_t> length_bucket_edges(const std::vector<int64_t>& upper_edges);
 
 // COMET of one test set by the `comet-score` command of Unbabel's COMET
-// (its default model), run on the GPU when `gpu`, with its files in
-// `work_dir` (removed after). `system` is NaN with `note` saying why when it
+// with `model` (its --model; empty: its default model), run on the GPU when
+// `gpu`, with its files in `work_dir` (removed after). `system` is NaN with `note` saying why when it
 // cannot run or prints no system score; `segments` (one score per
 // hypothesis) is empty when it did not print every segment's.
 struct CometScores {
@@ -94,6 +94,7 @@ struct CometScores {
   std::string note;
 };
 CometScores comet_score(const std::vector<std::string>& sources, const std::vector<std::string>& hypotheses,
-                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu);
+                        const std::vector<std::string>& references, const std::string& work_dir, bool gpu,
+                        const std::string& model = "");
 
 }  // namespace mambamt::train

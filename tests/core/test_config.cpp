@@ -336,4 +336,10 @@ TEST_CASE("experiment ids stay what they were when fields are added", "[core][co
   ExperimentConfig open = skip;
   open.eval.gate_skip = 0;
   CHECK(skip.training_id() == open.training_id());
+  // eval.comet_model likewise: no id change at its default, an evaluation setting.
+  CHECK(parse_experiment("[eval]\ncomet_model = \"\"\n", "c.toml").id() == "ce95fefc0ab5");
+  const ExperimentConfig pinned = parse_experiment("[eval]\ncomet_model = \"Unbabel/wmt22-comet-da\"\n", "c.toml");
+  CHECK(pinned.eval.comet_model == "Unbabel/wmt22-comet-da");
+  CHECK(pinned.id() != "ce95fefc0ab5");
+  CHECK(pinned.training_id() == ExperimentConfig{}.training_id());
 }

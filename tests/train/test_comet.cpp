@@ -43,6 +43,12 @@ TEST_CASE("comet_score reads every segment's score and the system score, not the
   const std::string calls = read_text(tmp.path("calls.txt"));
   CHECK_THAT(calls, Catch::Contains(" --gpus 0\n") && Catch::EndsWith(" --gpus 1\n"));
   CHECK(calls.find("--only_system") == std::string::npos);  // segment scores wanted
+  CHECK(calls.find("--model") == std::string::npos);        // its default model
+  // eval.comet_model pins the model.
+  const train::CometScores pinned =
+      train::comet_score(kSources, kHypotheses, kReferences, work, false, "Unbabel/wmt22-comet-da");
+  CHECK(pinned.system == Approx(cpu.system));
+  CHECK_THAT(read_text(tmp.path("calls.txt")), Catch::EndsWith(" --model Unbabel/wmt22-comet-da --gpus 0\n"));
 }
 
 TEST_CASE("comet_score without segment scores, failing or missing: the system score alone, or NaN and why",
