@@ -363,27 +363,36 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
   }
 
   // Test sets scored on different text (the stores' results/text/data.test.<set>
-  // fingerprints differ): their scores sit in one column but do not compare.
+  // fingerprints differ), and COMET by different models (their text `comet`):
+  // their scores sit in one column but do not compare.
   std::map<std::string, std::map<std::string, std::vector<std::string>>> test_texts;  // set -> fingerprint -> ids
+  std::map<std::string, std::vector<std::string>> comet_models;                       // model -> ids
+  const std::string scored_by = "scored by comet-score (";
   for (const auto& p : sweep.points) {
     if (!p.store || p.state != "completed") continue;
-    for (const auto& [name, value] : p.store->texts)
+    for (const auto& [name, value] : p.store->texts) {
       if (name.rfind("data.test.", 0) == 0)
         test_texts[name.substr(10)][value.substr(0, value.find(' '))].push_back(p.id);
-  }
-  for (const auto& [set, by_text] : test_texts) {
-    if (by_text.size() < 2) continue;
-    std::string what = (fs::path(sweep.run_dir) / "exp").string() + ": test set " + set +
-                       " was scored on different texts, its scores do not compare:";
-    for (const auto& [fingerprint, ids] : by_text) {
-      what += " fingerprint " + fingerprint + " by " + std::to_string(ids.size()) + " experiment(s) (" + ids.front();
-      for (size_t i = 1; i < ids.size() && i < 3; ++i) what += ", " + ids[i];
-      what += ids.size() > 3 ? ", ...);" : ");";
+      if (name == "comet" && value.rfind(scored_by, 0) == 0)
+        comet_models[value.substr(scored_by.size(), value.find(')') - scored_by.size())].push_back(p.id);
     }
-    what.pop_back();
-    sweep.problems.push_back(what);
-    log << "collect: " << what << "\n";
   }
+  auto report_mixed = [&](const std::string& what, const std::string& kind,
+                          const std::map<std::string, std::vector<std::string>>& groups) {
+    if (groups.size() < 2) return;
+    std::string problem = (fs::path(sweep.run_dir) / "exp").string() + ": " + what + ", its scores do not compare:";
+    for (const auto& [value, ids] : groups) {
+      problem += " " + kind + value + " by " + std::to_string(ids.size()) + " experiment(s) (" + ids.front();
+      for (size_t i = 1; i < ids.size() && i < 3; ++i) problem += ", " + ids[i];
+      problem += ids.size() > 3 ? ", ...);" : ");";
+    }
+    problem.pop_back();
+    sweep.problems.push_back(problem);
+    log << "collect: " << problem << "\n";
+  };
+  for (const auto& [set, by_text] : test_texts)
+    report_mixed("test set " + set + " was scored on different texts", "fingerprint ", by_text);
+  report_mixed("COMET was scored with different models (eval.comet_model pins one)", "", comet_models);
 
   log << "collect: " << sweep.name << ": " << sweep.points.size() << " points"
       << (sweep.has_sweep_file ? " (sweep.h5)" : " (from the stores)") << ", " << sweep.axes.size() << " axes, "

@@ -1201,6 +1201,26 @@ TEST_CASE("collector: a test set scored on different texts is reported", "[resul
                                   "fingerprint 00000000000000aa by 6 experiment(s) ("));
   CHECK_THAT(p, Catch::Contains(", ...); fingerprint 00000000000000bb by 1 experiment(s) (" + completed[3] + ")"));
   CHECK_THAT(core::read_text((dir.path() / "different" / "report.md").string()), Catch::Contains("scored on different texts"));
+
+  // COMET by two models: reported alike; by one model (or none named), not.
+  record(completed[3], "00000000000000aa");
+  auto comet_by = [&](const std::string& id, const std::string& model) {
+    core::ExperimentStore store = core::ExperimentStore::open((f.run / "exp" / id / "store.h5").string());
+    store.set_text("comet", "scored by comet-score (" + model + ") on the GPU, segment by segment");
+    store.commit();
+  };
+  for (const std::string& id : completed) comet_by(id, "Unbabel/wmt22-comet-da");
+  o.out_dir = (dir.path() / "one_model").string();
+  CHECK(collect(o, log).problems.size() == 1);
+  comet_by(completed[5], "its default model");
+  o.out_dir = (dir.path() / "two_models").string();
+  const CollectReport models = collect(o, log);
+  REQUIRE(models.problems.size() == 2);
+  CHECK_THAT(models.problems[1],
+             Catch::StartsWith((f.run / "exp").string() +
+                               ": COMET was scored with different models (eval.comet_model pins one), its scores do "
+                               "not compare: Unbabel/wmt22-comet-da by 6 experiment(s) (") &&
+                 Catch::EndsWith(", ...); its default model by 1 experiment(s) (" + completed[5] + ")"));
 }
 
 TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
