@@ -241,27 +241,27 @@ Command compare_command() {
   spec.options = {{"--test-set", "NAME", "the test set (default: test)"}};
   spec.description =
       "BASELINE and SYSTEM are experiment directories (or their store.h5) evaluated on the same test\n"
-      "set. Runs sacreBLEU's paired bootstrap resampling (1000 resamples, seed 12345) on the per-segment\n"
-      "statistics the evaluation keeps (results/<set>/segments) and prints both systems' BLEU and chrF,\n"
-      "the differences and their p-values: how often resampled test sets show a difference at least as\n"
-      "large from chance alone (below 0.05 is the usual threshold). A model that translated passages\n"
-      "(windows of sentences) against one that translated single sentences is tested sentence by\n"
-      "sentence: the evaluation also scores passages by sentence (results/<set>/sentence_segments,\n"
-      "since evaluation version 5). Where both were scored by COMET segment by segment\n"
-      "(results/<set>/comet_segments, <set>/sentence_comet_segments; evaluation version 6, where\n"
-      "comet-score ran), their COMET (the mean of the segment scores) is tested on the same resamples.\n"
-      "When both stores keep per-example outcomes of the same contrastive\n"
-      "set (results/contrastive/examples), the same test of contrastive accuracy follows, over all\n"
-      "examples and over those whose antecedent is in an earlier sentence (a document-level model\n"
-      "against its sentence-level twin). When both\n"
-      "keep per-document entity counts of the same translated sentences (results/entities/by_document),\n"
-      "entity consistency is tested too, resampling documents (no test where one of them renders no\n"
-      "repeated entity: it has no consistency), and when both keep per-sentence alignment counts of the\n"
-      "same gold-aligned sentences (results/alignment/sentences), the alignment error rate, resampling\n"
-      "sentences. A difference of exactly 0 has p = 1. Exit 1 when no test can run: a store has no\n"
-      "segment statistics for the set (stores evaluated before they were kept: `mambamt eval --store\n"
-      "DIR`) or the two were scored against different references, and there are no contrastive\n"
-      "outcomes, entity counts or alignment counts of the same text to compare either.";
+      "set. Runs sacreBLEU's paired bootstrap resampling (1000 resamples, seed 12345) on the\n"
+      "per-segment statistics the evaluation keeps (results/<set>/segments) and prints both systems'\n"
+      "BLEU and chrF, the differences and their p-values: how often resampled test sets show a\n"
+      "difference at least as large from chance alone (below 0.05 is the usual threshold). A model that\n"
+      "translated passages (windows of sentences) against one that translated single sentences is\n"
+      "tested sentence by sentence: the evaluation also scores passages by sentence\n"
+      "(results/<set>/sentence_segments, since evaluation version 5). Where both were scored by COMET\n"
+      "segment by segment (results/<set>/comet_segments, <set>/sentence_comet_segments; evaluation\n"
+      "version 6, where comet-score ran), their COMET (the mean of the segment scores) is tested on the\n"
+      "same resamples. When both stores keep per-example outcomes of the same contrastive set\n"
+      "(results/contrastive/examples), the same test of contrastive accuracy follows, over all examples\n"
+      "and over those whose antecedent is in an earlier sentence (a document-level model against its\n"
+      "sentence-level twin). When both keep per-document entity counts of the same translated sentences\n"
+      "(results/entities/by_document), entity consistency is tested too, resampling documents (no test\n"
+      "where one of them renders no repeated entity: it has no consistency), and when both keep\n"
+      "per-sentence alignment counts of the same gold-aligned sentences (results/alignment/sentences),\n"
+      "the alignment error rate, resampling sentences. A difference of exactly 0 has p = 1. Exit 1 when\n"
+      "no test can run: a store has no segment statistics for the set (stores evaluated before they\n"
+      "were kept: `mambamt eval --store DIR`) or the two were scored against different references, and\n"
+      "there are no contrastive outcomes, entity counts or alignment counts of the same text to compare\n"
+      "either.";
   return {spec, [](const ParsedArgs& a) {
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
@@ -314,19 +314,18 @@ Command collect_command() {
       {"--no-plots", "", "skip the SVG plots"},
   };
   spec.description =
-      "Works on a running sweep too (partial results are marked). Writes one ablation table per\n"
-      "grid axis, the baseline comparison (speed and memory relative to the Transformer),\n"
-      "length-sensitivity and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF\n"
-      "differences (and COMET's, where the stores keep segment COMET scores) are tested by paired\n"
-      "bootstrap resampling, seed by seed on the stores' segment statistics (by sentence where one\n"
-      "model translated passages and the other single sentences): each model against the\n"
-      "Transformer, each ablation row against the axis's base\n"
-      "value; contrastive accuracy on the stores' per-example outcomes, and entity consistency on their\n"
-      "per-document counts: each document-level model against its sentence-level twin (the\n"
-      "document-context table, when the sweep has such twins). Entity consistency (documents\n"
+      "Works on a running sweep too (partial results are marked). Writes one ablation table per grid\n"
+      "axis, the baseline comparison (speed and memory relative to the Transformer), length-sensitivity\n"
+      "and contrastive tables, SVG plots, summary.h5 and report.md. BLEU and chrF differences (and\n"
+      "COMET's, where the stores keep segment COMET scores) are tested by paired bootstrap resampling,\n"
+      "seed by seed on the stores' segment statistics (by sentence where one model translated passages\n"
+      "and the other single sentences): each model against the Transformer, each ablation row against\n"
+      "the axis's base value; contrastive accuracy on the stores' per-example outcomes, and entity\n"
+      "consistency on their per-document counts: each document-level model against its sentence-level\n"
+      "twin (the document-context table, when the sweep has such twins). Entity consistency (documents\n"
       "resampled) and the alignment error rate (sentences resampled, on the stores' per-sentence\n"
-      "counts) are tested against the Transformer and the base value too. Unreadable\n"
-      "stores, and test sets scored on different texts, are reported by path.";
+      "counts) are tested against the Transformer and the base value too. Unreadable stores, test sets\n"
+      "scored on different texts and COMET by different models are reported by path.";
   return {spec, [](const ParsedArgs& a) {
             results::CollectOptions opt;
             opt.run_dir = a.positional[0];
