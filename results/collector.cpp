@@ -399,11 +399,11 @@ ReportTable baseline_table(const SweepView& view) {
     t.columns.push_back(column_of(defs[i]));
     source_of.push_back(static_cast<int>(i));
     rel_of.push_back(-1);
+    // Without a Transformer in the sweep there is nothing to compare with.
     for (auto& r : rels)
-      if (r.of == defs[i].key &&
-          (r.of != "entity_consistency" || (view.reference && any_consistency_counts(sweep))) &&
-          (r.of != "alignment_aer" || (view.reference && any_alignment_counts(sweep))) &&
-          (r.of != "comet" || (view.reference && any_comet_segments(sweep, view.test_set)))) {
+      if (view.reference && r.of == defs[i].key && (r.of != "entity_consistency" || any_consistency_counts(sweep)) &&
+          (r.of != "alignment_aer" || any_alignment_counts(sweep)) &&
+          (r.of != "comet" || any_comet_segments(sweep, view.test_set))) {
         t.columns.push_back(r.column);
         source_of.push_back(-1);
         rel_of.push_back(static_cast<int>(i));

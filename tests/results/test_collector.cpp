@@ -1281,6 +1281,41 @@ TEST_CASE("report tables: summaries, best marks and formats", "[results][collect
   CHECK(j[std::size_t{0}].at("a_std").as_number() == Approx(std::sqrt(2.0)));
 }
 
+TEST_CASE("collector: without a Transformer the baseline table has no columns relative to one",
+          "[results][collector]") {
+  TempDir dir;
+  const fs::path run = dir.path() / "runs" / "solo";
+  fs::create_directories(run);
+  std::ofstream(run / "sweep.toml") << "[sweep]\nname = \"solo\"\n[grid]\nmodel.d_state = [32, 64]\n";
+  {
+    h5::File file = h5::File::create((run / "sweep.h5").string());
+    h5::Group root = file.root();
+    root.set_attr("format", "mambamt-sweep");
+    root.set_attr("state", "running");
+    root.set_attr("design", "full");
+    h5::Group pts = root.create_group("points");
+    pts.write_strings("id", {"d1", "d2"});
+    pts.write_strings("name", {"model.d_state=32", "model.d_state=64"});
+    pts.write_strings("variant", {"", ""});
+    pts.write_ints("seed", {1, 1});
+    write_string_matrix(pts, "axis_values", {"32", "64"}, 2, 1);
+    pts.set_attr("axes", std::vector<std::string>{"model.d_state"});
+    pts.set_attr("base_values", std::vector<std::string>{"64"});
+  }
+  CollectOptions o;
+  o.run_dir = run.string();
+  std::ostringstream log;
+  const CollectReport r = collect(o, log);
+  const ReportTable& base = find_table(r, "baselines");
+  CHECK_THAT(base.caption, Catch::StartsWith("No Transformer variant in this sweep"));
+  REQUIRE_FALSE(base.columns.empty());
+  for (const ReportColumn& c : base.columns) {
+    INFO(c.key);
+    CHECK(c.key.find("reference") == std::string::npos);
+  }
+  CHECK(std::any_of(base.columns.begin(), base.columns.end(), [](const ReportColumn& c) { return c.key == "bleu"; }));
+}
+
 TEST_CASE("collector: a one-factor sweep that has only started", "[results][collector]") {
   // sweep.toml and sweep.h5, no store yet: d_state's base value 64 is not among its grid
   // values, and one-factor points hold it there, so the attention table uses 64.
