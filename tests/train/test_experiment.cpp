@@ -421,9 +421,10 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
     CHECK(s.scalars.at("test/comet") == Approx(mean(stored.own->comet)).margin(1e-4));
     CHECK(s.scalars.at("test/sentence_comet") == Approx(mean(stored.by_sentence->comet)).margin(1e-4));
-    // The sentences COMET scored: each window's source sentences against its
-    // reference sentences, as the stand-in's scores show (a hypothesis equal
-    // to its reference scores 1).
+    // The sentence sources COMET is given line up with the reference
+    // sentences (one per target sentence of each window), and the stand-in
+    // scores a translation equal to its reference 1, which these barely
+    // trained translations are not.
     std::vector<std::string> sentence_sources;
     for (const auto& e : t.examples) {
       const auto src = data::source_sentences(t.corpus, e);
