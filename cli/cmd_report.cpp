@@ -76,9 +76,10 @@ std::string label_of(const ComparedStore& c) {
 }
 
 // BLEU and chrF of both (and COMET where both have segment scores) and
-// sacreBLEU's paired bootstrap test on the test set's segments, or by sentence where one translated passages and the other
-// single sentences (results::paired_segments); InputError naming the store
-// when one has none, or when the two were scored against different references.
+// sacreBLEU's paired bootstrap test on the test set's segments, or by
+// sentence where one translated passages and the other single sentences
+// (results::paired_segments); InputError naming the store when one has none,
+// or when the two were scored against different references.
 void print_bleu_chrf(const ComparedStore& base, const ComparedStore& sys, const std::string& set) {
   const results::StoreSegments base_segments = compared_segments(base, set), sys_segments = compared_segments(sys, set);
   const std::optional<results::PairedSegments> paired = results::paired_segments(base_segments, sys_segments);

@@ -284,6 +284,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   // COMET by the stand-in comet-score (tests/train/comet): what the evaluation
   // writes where COMET runs.
   ScopedEnv path("PATH", path_with_comet_standin().c_str());
+  ScopedEnv keep("COMET_STANDIN_KEEP", tmp.path("comet_inputs").c_str());
   // Two hypotheses per test segment (the beam is 2): hyp/test.nbest.txt.
   const core::ExperimentConfig c = train_test::tiny_config({{"eval.nbest", "2"}});
   train::RunResult r = run(c, dir, /*eval=*/true);
@@ -421,20 +422,28 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     auto mean = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); };
     CHECK(s.scalars.at("test/comet") == Approx(mean(stored.own->comet)).margin(1e-4));
     CHECK(s.scalars.at("test/sentence_comet") == Approx(mean(stored.by_sentence->comet)).margin(1e-4));
-    // The sentence sources COMET is given line up with the reference
-    // sentences (one per target sentence of each window), and the stand-in
-    // scores a translation equal to its reference 1, which these barely
-    // trained translations are not.
+    // What COMET was given: first the windows (their translations against
+    // the hypothesis file), then each window's sentences, their own source
+    // and reference sentences, as many translated sentences.
+    auto lines_of = [](const std::string& path) {
+      std::vector<std::string> out;
+      std::ifstream in(path);
+      for (std::string l; std::getline(in, l);) out.push_back(l);
+      return out;
+    };
     std::vector<std::string> sentence_sources;
     for (const auto& e : t.examples) {
       const auto src = data::source_sentences(t.corpus, e);
       CHECK(src.size() == data::target_sentences(t.corpus, e).size());
       sentence_sources.insert(sentence_sources.end(), src.begin(), src.end());
     }
-    const train::CometScores perfect = train::comet_score(sentence_sources, sentence_refs, sentence_refs,
-                                                          tmp.path("comet_check"), false);
-    CHECK(perfect.system == Approx(1.0));
-    CHECK(s.scalars.at("test/comet") < 1.0);
+    const std::string inputs = tmp.path("comet_inputs") + "/";
+    CHECK(lines_of(inputs + "0.hyp") == lines_of(dir + "/hyp/test.txt"));
+    CHECK(lines_of(inputs + "0.ref").size() == seg.bleu.size());
+    CHECK(lines_of(inputs + "1.src") == sentence_sources);
+    CHECK(lines_of(inputs + "1.ref") == sentence_refs);
+    CHECK(lines_of(inputs + "1.hyp").size() == sentence_refs.size());
+    CHECK_FALSE(fs::exists(inputs + "2.src"));  // two calls
     CHECK(by_sentence.bleu.size() > seg.bleu.size());
     const results::ReferenceStreams streams{sentence_refs};
     const results::SegmentStats refs_scored = results::segment_stats(results::segment_table(
