@@ -35,33 +35,73 @@ struct MetricDef {
   Better better = Better::kHigher;
   double display_scale = 1;
   std::string suffix;
+  // Where set, the number computed from the store instead of read at `path`.
+  std::function<double(const core::StoreSnapshot&)> value = nullptr;
 };
+
+// The evaluation version from which a model that translated passages has
+// <set>/sentence_segments (core/store.h): in stores since, a model without
+// them translated single sentences.
+constexpr std::int64_t kSentenceSegmentsSince = 5;
+
+// chrF over test set `set`'s sentences, from the store's segment statistics
+// (chrF sums them over the segments, as BLEU does): those of the sentences of
+// a model that translated passages, else its own segments where those are
+// sentences. NaN for stores evaluated before passages were scored by
+// sentence, and where a table is not one of segment statistics.
+double sentence_chrf(const core::StoreSnapshot& store, const std::string& set) {
+  if (!store.tables.count(set + "/sentence_segments") && core::evaluation_version(store) < kSentenceSegmentsSince)
+    return kNaN;
+  try {
+    const StoreSegments segments = store_segments(store, set);
+    if (!segments.by_sentence || segments.by_sentence->chrf.empty()) return kNaN;
+    const ChrfOptions options = segments.by_sentence->chrf_options();
+    return chrf_from_stats(sum_chrf_stats(segments.by_sentence->chrf, options), options).score;
+  } catch (const InputError&) {
+    return kNaN;
+  }
+}
+
+// A metric's values over a group's completed stores.
+std::vector<double> metric_values(const PointGroup& g, const MetricDef& m) {
+  if (!m.value) return detail::scalar_values(g, m.path, m.scale);
+  std::vector<double> out;
+  for (const core::StoreSnapshot* s : g.completed()) out.push_back(m.value(*s) * m.scale);
+  return out;
+}
 
 std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& set, bool with_params_first) {
   // COMET and entity consistency (stores since 2026-11-27) are columns only
   // when some store has a value for them.
-  auto any_value = [&sweep](const std::string& key) {
-    for (auto& p : sweep.points)
-      if (p.store && !detail::outside_grid(sweep, p)) {
-        auto it = p.store->scalars.find(key);
-        if (it != p.store->scalars.end() && std::isfinite(it->second) && core::result_current(*p.store, key))
-          return true;
-      }
-    return false;
+  auto any_store = [&sweep](const std::function<bool(const core::StoreSnapshot&)>& has) {
+    return std::any_of(sweep.points.begin(), sweep.points.end(), [&](const SweepPoint& p) {
+      return p.store && !detail::outside_grid(sweep, p) && has(*p.store);
+    });
+  };
+  auto any_value = [&any_store](const std::string& key) {
+    return any_store([&key](const core::StoreSnapshot& s) {
+      auto it = s.scalars.find(key);
+      return it != s.scalars.end() && std::isfinite(it->second) && core::result_current(s, key);
+    });
   };
   const bool comet = any_value(set + "/comet");
   const MetricDef params{"params", "Params", "efficiency/params", 1, 2, Better::kNone, 1e-6, "M"};
   std::vector<MetricDef> defs;
   if (with_params_first) defs.push_back(params);
   defs.push_back({"bleu", "BLEU", set + "/bleu", 1, 2, Better::kHigher, 1, ""});
-  // Where some model translated passages, BLEU over the sentences as well:
-  // the BLEU column's segments are passages for it and sentences for others.
-  const bool passages = std::any_of(sweep.points.begin(), sweep.points.end(), [&](const SweepPoint& p) {
-    return p.store && !detail::outside_grid(sweep, p) && p.store->tables.count(set + "/sentence_segments");
-  });
+  // Where some model translated passages, BLEU and chrF over the sentences as
+  // well: the BLEU and chrF columns' segments are passages for it and
+  // sentences for others.
+  const bool passages =
+      any_store([&set](const core::StoreSnapshot& s) { return s.tables.count(set + "/sentence_segments") > 0; });
   if (passages && any_value(set + "/sentence_bleu"))
     defs.push_back({"sentence_bleu", "BLEU by sentence", set + "/sentence_bleu", 1, 2, Better::kHigher, 1, ""});
   defs.push_back({"chrf", "chrF", set + "/chrf", 1, 2, Better::kHigher, 1, ""});
+  if (passages) {
+    MetricDef by_sentence{"sentence_chrf", "chrF by sentence", "", 1, 2, Better::kHigher, 1, ""};
+    by_sentence.value = [set](const core::StoreSnapshot& s) { return sentence_chrf(s, set); };
+    defs.push_back(by_sentence);
+  }
   if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
   if (comet && passages && any_value(set + "/sentence_comet"))
     defs.push_back({"sentence_comet", "COMET by sentence", set + "/sentence_comet", 1, 4, Better::kHigher, 1, ""});
@@ -127,7 +167,7 @@ ReportRow metric_row(const SweepData& sweep, const PointGroup* g, const std::str
   row.label = label;
   row.status = g ? g->status(expected_seeds(sweep)) : "not in the grid";
   row.base = g && g->base;
-  for (auto& m : defs) row.cells.push_back(g ? summarize(detail::scalar_values(*g, m.path, m.scale)) : ReportCell{});
+  for (auto& m : defs) row.cells.push_back(g ? summarize(metric_values(*g, m)) : ReportCell{});
   return row;
 }
 
@@ -411,7 +451,7 @@ ReportTable baseline_table(const SweepView& view) {
   }
   std::vector<ReportCell> reference;
   if (view.reference)
-    for (auto& m : defs) reference.push_back(summarize(detail::scalar_values(*view.reference, m.path, m.scale)));
+    for (auto& m : defs) reference.push_back(summarize(metric_values(*view.reference, m)));
   for (const PointGroup* g : view.models) {
     ReportRow row;
     row.key = g->key;
@@ -419,7 +459,7 @@ ReportTable baseline_table(const SweepView& view) {
     row.status = g->status(expected_seeds(sweep));
     row.base = g->base;
     std::vector<ReportCell> cells;
-    for (auto& m : defs) cells.push_back(summarize(detail::scalar_values(*g, m.path, m.scale)));
+    for (auto& m : defs) cells.push_back(summarize(metric_values(*g, m)));
     SignificanceCells p;
     if (view.reference && view.reference != g) p = significance_cells(*g, *view.reference, view.test_set);
     for (size_t c = 0; c < t.columns.size(); ++c) {
@@ -583,7 +623,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
     std::function<double(const core::StoreSnapshot&)> value;
     bool sides;  // document- and sentence-level columns before the gain
     int test;    // a p column after the gain: 1 all contrastive examples, 2 earlier-sentence ones, 3 entity
-                 // consistency, 4 BLEU, 5 COMET; 0 none
+                 // consistency, 4 BLEU, 5 COMET, 6 chrF; 0 none
   };
   auto scalar = [](std::string path, double scale) {
     return [path, scale](const core::StoreSnapshot& s) {
@@ -605,6 +645,12 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       {"earlier_sentence_accuracy", "Antecedent in an earlier sentence (%)", 1,
        [](const core::StoreSnapshot& s) { return earlier_sentence_accuracy(s) * 100; }, true, 2},
       {"bleu", "BLEU", 2, by_sentence("bleu"), true, 4},
+      {"chrf", "chrF", 2,
+       [&view, scalar](const core::StoreSnapshot& s) {
+         const double v = sentence_chrf(s, view.test_set);
+         return std::isfinite(v) ? v : scalar(view.test_set + "/chrf", 1)(s);
+       },
+       true, 6},
   };
   bool comet = false;
   for (auto& [d, s] : pairs)
@@ -626,13 +672,15 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
               "from it only in document context (data.context_sentences <= 1; data.context_side, "
               "data.multi_resolution, data.sentence_steps and eval.doc_decode aside); gains seed by seed (document "
               "level minus sentence level, pp for percentages); contrastive accuracy over all examples and over "
-              "those whose antecedent is in an earlier sentence; BLEU" + std::string(comet ? " and COMET" : "") +
+              "those whose antecedent is in an earlier sentence; " +
+              std::string(comet ? "BLEU, chrF and COMET" : "BLEU and chrF") +
               " on test set " + view.test_set +
               " by sentence (a model's translated passages split into their sentences; over each model's own test "
               "examples for stores evaluated before that was kept); "
               "mean \u00b1 std over seeds (n); p: paired bootstrap resampling (1000 resamples) of the contrastive "
-              "accuracy against the sentence-level model of the same seed on the same examples, of BLEU" +
-              (comet ? " and COMET (the mean of its segment scores, where both have them)" : "") +
+              "accuracy against the sentence-level model of the same seed on the same examples, of " +
+              (comet ? "BLEU, chrF and COMET (the mean of its segment scores, where both have them)"
+                     : "BLEU and chrF") +
               " sentence by sentence where both were scored on the same sentences, and of entity consistency "
               "(documents resampled) where both translated the same sentences, the largest p over the seeds (n)";
   t.row_title = "model";
@@ -641,7 +689,7 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
       t.columns.push_back(make_column(m.key, m.title, m.decimals, Better::kHigher));
       t.columns.push_back(make_column(m.key + "_sentence_level", "sentence level", m.decimals, Better::kNone));
     }
-    const bool pp = m.key != "bleu" && m.key != "comet";  // gains of percentages
+    const bool pp = m.key != "bleu" && m.key != "chrf" && m.key != "comet";  // gains of percentages
     t.columns.push_back(make_column(m.key + (pp ? "_gain_pp" : "_gain"),
                                     m.sides ? std::string("gain") + (pp ? " (pp)" : "")
                                             : m.title + " gain (pp)",
@@ -679,7 +727,8 @@ std::optional<ReportTable> document_context_table(const SweepView& view) {
                             : m.test == 2 ? p.second
                             : m.test == 3 ? consistency_p
                             : m.test == 4 ? scores_p.bleu
-                                          : scores_p.comet);
+                            : m.test == 5 ? scores_p.comet
+                                          : scores_p.chrf);
     }
     t.rows.push_back(std::move(row));
   }

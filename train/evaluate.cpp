@@ -543,13 +543,14 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       if (by_sentence) {
         store.set_table(t.name + "/sentence_segments", results::segment_table(by_sentence->bleu, by_sentence->chrf, co));
         sentence_bleu = results::bleu_from_stats(results::sum_bleu_stats(by_sentence->bleu), bo).score;
+        const double sentence_chrf = results::chrf_from_stats(results::sum_chrf_stats(by_sentence->chrf, co), co).score;
         store.set_scalar(t.name + "/passages_split_by_separator",
                          static_cast<double>(by_sentence->by_separators) /
                              static_cast<double>(std::max<int64_t>(1, by_sentence->passages)));
         spdlog::info("test set {}: {} of {} passages split into their sentences at the model's separators, {} re-cut; "
-                     "BLEU by sentence {:.2f}",
+                     "BLEU by sentence {:.2f}, chrF by sentence {:.2f}",
                      t.name, by_sentence->by_separators, by_sentence->passages,
-                     by_sentence->passages - by_sentence->by_separators, sentence_bleu);
+                     by_sentence->passages - by_sentence->by_separators, sentence_bleu, sentence_chrf);
       }
       if (!hyps.empty()) store.set_scalar(t.name + "/sentence_bleu", sentence_bleu);
       if (e.bootstrap_samples > 0 && !hyps.empty()) {

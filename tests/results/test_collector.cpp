@@ -692,6 +692,12 @@ TEST_CASE("collector: baseline comparison relative to the Transformer", "[result
   transformer.garbled_every = 2;
   CHECK(cell(t, "transformer", "sentence_bleu").mean == Approx(corpus_bleu(test_translations(transformer), refs).score));
   CHECK(cell(t, "transformer", "sentence_bleu").n == 2);
+  // chrF by sentence beside chrF, from the stores' segment statistics (the
+  // pure Mamba's sentence_segments, the Transformer's segments).
+  CHECK(md.find("chrF by sentence") != std::string::npos);
+  CHECK(cell(t, "mamba", "sentence_chrf").mean == Approx(corpus_chrf(test_translations(mamba), refs).score));
+  CHECK(cell(t, "transformer", "sentence_chrf").mean ==
+        Approx(corpus_chrf(test_translations(transformer), refs).score));
   for (const char* col : {"bleu_p_vs_reference", "chrf_p_vs_reference"}) {
     INFO(col);
     CHECK(cell(t, "base", col).n == 2);
@@ -1546,6 +1552,16 @@ model.kind = "mamba"
   CHECK(cell(t, "base", "bleu_p").mean < 0.01);
   CHECK(cell(t, "base", "bleu_p").n == 1);
   CHECK(cell(t, "transformer", "bleu_p").n == 0);  // no segment statistics
+  // chrF by sentence, from the stores' segment statistics (not the test/chrf
+  // of write_store), its gain not in percentage points.
+  const double tenth_chrf = corpus_chrf(test_translations(tenth), refs).score;
+  CHECK(cell(t, "base", "chrf").mean == Approx(tenth_chrf));
+  CHECK(cell(t, "base", "chrf_sentence_level").mean == Approx(corpus_chrf(test_translations(half), refs).score));
+  CHECK(cell(t, "base", "chrf_gain").mean == Approx(tenth_chrf - corpus_chrf(test_translations(half), refs).score));
+  CHECK(cell(t, "base", "chrf_gain").mean > 0);
+  CHECK(cell(t, "base", "chrf_p").mean < 0.01);
+  CHECK(cell(t, "base", "chrf_p").n == 1);
+  CHECK(cell(t, "transformer", "chrf_p").n == 0);
   // COMET by sentence (a tenth of the sentences garbled against half), its
   // gain not in percentage points, and its paired test sentence by sentence.
   CHECK(cell(t, "base", "comet").mean == Approx(0.84));
@@ -1555,8 +1571,8 @@ model.kind = "mamba"
   CHECK(cell(t, "base", "comet_p").n == 1);
   CHECK(cell(t, "transformer", "comet_gain").n == 0);
   CHECK(cell(t, "transformer", "comet_p").n == 0);
-  CHECK_THAT(t.caption, Catch::Contains("of BLEU and COMET (the mean of its segment scores, where both have them) "
-                                        "sentence by sentence"));
+  CHECK_THAT(t.caption, Catch::Contains("of BLEU, chrF and COMET (the mean of its segment scores, where both have "
+                                        "them) sentence by sentence"));
   // The baseline table's COMET by sentence beside COMET (a model translated passages).
   const ReportTable& baselines = find_table(r, "baselines");
   CHECK(cell(baselines, "base", "sentence_comet").mean == Approx(0.84));
@@ -1587,6 +1603,25 @@ model.kind = "mamba"
   entities("hybrid-sent", 1, 1, "test 00000000000000cc (40 documents, 160 sentences), the first 80 sentences translated");
   o.out_dir = (dir.path() / "other_sentences").string();
   CHECK(cell(find_table(collect(o, log), "document_context"), "base", "entity_consistency_p").n == 0);
+
+  // chrF by sentence from the segment statistics of a single-sentence model
+  // (the Transformer of seed 1, every other sentence garbled), but only in
+  // stores evaluated since passages were scored by sentence (version 5): an
+  // older store's segments may be passages, and its own chrF (27 + 20) is
+  // taken instead. The Transformer's twin has no segment statistics (48).
+  for (const int64_t version : {core::kEvaluationVersion, int64_t{4}}) {
+    INFO("evaluation version " << version);
+    segments("transformer", 1, 2, false);
+    core::ExperimentStore store =
+        core::ExperimentStore::open((run / "exp" / point_config("transformer", 1).id() / "store.h5").string());
+    store.set_scalar("evaluation/version", static_cast<double>(version));
+    store.commit();
+    o.out_dir = (dir.path() / ("transformer_segments_" + std::to_string(version))).string();
+    const ReportTable context = find_table(collect(o, log), "document_context");
+    const double seed_1 = version >= 5 ? corpus_chrf(test_translations(half), refs).score : 47;
+    CHECK(cell(context, "transformer", "chrf").mean == Approx((seed_1 + 49) / 2));
+    CHECK(cell(context, "transformer", "chrf_gain").mean == Approx((seed_1 - 48 + 49 - 48) / 2));
+  }
 
   // Without its sentence-level twin a model has no row; without any, there is no table.
   fs::remove_all(run / "exp" / point_config("hybrid-sent", 1).id());
