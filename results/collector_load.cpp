@@ -373,8 +373,10 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
     for (const auto& [name, value] : p.store->texts) {
       if (name.rfind("data.test.", 0) == 0)
         test_texts[name.substr(10)][value.substr(0, value.find(' '))].push_back(p.id);
-      if (name == "comet" && value.rfind(scored_by, 0) == 0)
-        comet_models[value.substr(scored_by.size(), value.find(')') - scored_by.size())].push_back(p.id);
+      // "scored by comet-score (<model>) on the GPU, ...": a model path may hold ")".
+      const size_t model_end = value.rfind(") on the ");
+      if (name == "comet" && value.rfind(scored_by, 0) == 0 && model_end != std::string::npos)
+        comet_models[value.substr(scored_by.size(), model_end - scored_by.size())].push_back(p.id);
     }
   }
   auto report_mixed = [&](const std::string& what, const std::string& kind,

@@ -1227,6 +1227,13 @@ TEST_CASE("collector: a test set scored on different texts is reported", "[resul
                                ": COMET was scored with different models (eval.comet_model pins one), its scores do "
                                "not compare: Unbabel/wmt22-comet-da by 6 experiment(s) (") &&
                  Catch::EndsWith(", ...); its default model by 1 experiment(s) (" + completed[5] + ")"));
+  // A model path holding ")" is named whole.
+  comet_by(completed[5], "/models/comet (wmt22)/checkpoints/model.ckpt");
+  o.out_dir = (dir.path() / "model_path").string();
+  const CollectReport path = collect(o, log);
+  REQUIRE(path.problems.size() == 2);
+  CHECK_THAT(path.problems[1], Catch::Contains("not compare: /models/comet (wmt22)/checkpoints/model.ckpt by 1 "
+                                               "experiment(s) (" + completed[5] + "); Unbabel/wmt22-comet-da by 6"));
 }
 
 TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
