@@ -569,6 +569,9 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
       lo.chrf = co;
       if (!hyps.empty()) store.set_table(t.name + "/by_length", length_table(results::quality_by_length(source_lengths(t.examples), hyps, refs, lo)));
       if (e.comet == "auto") {
+        // comet-score runs beside this process and loads its own model: on a
+        // GPU it gets the memory this process holds cached but unused.
+        release_cached_memory(device);
         const std::string work_dir = (fs::path(exp_dir) / "hyp" / ".comet").string();
         const CometScores comet = comet_score(t.sources, hyps, t.references, work_dir, device.is_cuda(), e.comet_model);
         if (!std::isnan(comet.system)) {

@@ -68,6 +68,16 @@ bool start_peak_measurement(const torch::Device& device) {
   return reset_peak_rss();
 }
 
+void release_cached_memory(const torch::Device& device) {
+#ifdef MAMBAMT_WITH_CUDA
+  if (device.is_cuda()) {
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    return;
+  }
+#endif
+  core::release_free_memory();
+}
+
 double device_memory_mb(const torch::Device& device) { return device.is_cuda() ? cuda_peak_mb(device) : rss_mb(); }
 
 }  // namespace mambamt::train

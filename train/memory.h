@@ -25,6 +25,11 @@ void reset_cuda_peak(const torch::Device& device);
 // where the kernel does not allow resetting the CPU peak).
 bool start_peak_measurement(const torch::Device& device);
 
+// Hands the memory this process holds cached but unused back: on CUDA the
+// caching allocator's free blocks (so that another process on the same GPU,
+// such as comet-score, can have them), on CPU the allocator's free pages.
+void release_cached_memory(const torch::Device& device);
+
 // What the memory_mb metric reports: CUDA peak allocated on a GPU, CPU RSS otherwise.
 double device_memory_mb(const torch::Device& device);
 
