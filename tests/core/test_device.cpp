@@ -3,11 +3,11 @@
 #include <sched.h>
 
 #include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using namespace mambamt;
 
@@ -15,22 +15,10 @@ namespace {
 // Sets (or unsets) OMP_NUM_THREADS for the scope and restores it and LibTorch's
 // thread count after.
 struct OmpEnv {
-  std::optional<std::string> saved;
   int saved_threads = torch::get_num_threads();
-  explicit OmpEnv(const char* value) {
-    if (const char* v = std::getenv("OMP_NUM_THREADS")) saved = v;
-    if (value)
-      ::setenv("OMP_NUM_THREADS", value, 1);
-    else
-      ::unsetenv("OMP_NUM_THREADS");
-  }
-  ~OmpEnv() {
-    if (saved)
-      ::setenv("OMP_NUM_THREADS", saved->c_str(), 1);
-    else
-      ::unsetenv("OMP_NUM_THREADS");
-    torch::set_num_threads(saved_threads);
-  }
+  ScopedEnv env;
+  explicit OmpEnv(const char* value) : env("OMP_NUM_THREADS", value) {}
+  ~OmpEnv() { torch::set_num_threads(saved_threads); }
 };
 
 int cores() {

@@ -19,20 +19,17 @@ namespace {
 // Puts a fake `scontrol` first on PATH for one test.
 class FakeScontrol {
  public:
-  explicit FakeScontrol(const std::string& body) {
+  explicit FakeScontrol(const std::string& body)
+      : path_("PATH", (tmp_.path("bin") + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "")).c_str()) {
     const std::string path = tmp_.path("bin/scontrol");
     write_text(path, "#!/bin/bash\necho \"$@\" >> " + tmp_.path("calls") + "\n" + body + "\n");
     ::chmod(path.c_str(), 0755);
-    const char* old = std::getenv("PATH");
-    old_path_ = old ? old : "";
-    ::setenv("PATH", (tmp_.path("bin") + ":" + old_path_).c_str(), 1);
   }
-  ~FakeScontrol() { ::setenv("PATH", old_path_.c_str(), 1); }
   std::string calls() const { return read_text(tmp_.path("calls")); }
 
  private:
   TempDir tmp_;
-  std::string old_path_;
+  ScopedEnv path_;
 };
 
 int64_t local_time(int y, int mo, int d, int h, int mi, int s) {
@@ -191,10 +188,8 @@ TEST_CASE("request_requeue runs scontrol requeue and reports its failure") {
   {
     // scontrol missing altogether.
     TempDir empty;
-    const std::string old = std::getenv("PATH");
-    ::setenv("PATH", empty.dir().c_str(), 1);
+    const ScopedEnv path("PATH", empty.dir().c_str());
     CHECK_THROWS_WITH(request_requeue("5"), Catch::Contains("exit 127"));
     CHECK_FALSE(query_slurm_job("5"));
-    ::setenv("PATH", old.c_str(), 1);
   }
 }
