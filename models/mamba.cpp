@@ -175,8 +175,10 @@ torch::Tensor SelectiveCoreImpl::forward(const torch::Tensor& x, const torch::Te
 torch::Tensor SelectiveCoreImpl::step(const torch::Tensor& x, const torch::Tensor& z, MambaState& state) {
   const int64_t r = options.rank(), n = options.d_state();
   torch::Tensor u = kernels::causal_conv1d_step(state.conv, x, conv_weight, conv_bias, /*silu=*/true);  // (B,Di)
-  torch::Tensor xd = detail::linear(u, x_proj);
-  torch::Tensor delta = detail::linear(xd.narrow(1, 0, r), dt_proj->weight);
+  // Under autocast the projections come out in bf16 (on a GPU, and on a CPU
+  // without the AVX-512 fused step): the step runs in the state's type.
+  torch::Tensor xd = detail::linear(u, x_proj).to(u.scalar_type());
+  torch::Tensor delta = detail::linear(xd.narrow(1, 0, r), dt_proj->weight).to(u.scalar_type());
   kernels::SelectiveScanStepOptions so;
   so.D = D;
   so.z = z;
