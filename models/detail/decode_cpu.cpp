@@ -29,8 +29,39 @@ std::tuple<torch::Tensor, torch::Tensor> beam_topk_torch(const torch::Tensor& lp
                                                          int64_t k, int64_t n) {
   const int64_t a = lp.size(0) / k, v = lp.size(1);
   torch::Tensor sc = torch::tensor(scores, torch::kDouble).to(lp.device()).view({a * k, 1});
-  auto top = (lp.to(torch::kDouble) + sc).reshape({a, k * v}).topk(n, 1);
-  return {std::get<0>(top).to(torch::kCPU), std::get<1>(top).to(torch::kCPU)};
+  const torch::Tensor sums = (lp.to(torch::kDouble) + sc).reshape({a, k * v});
+  if (lp.is_cpu()) {
+    // Rows holding NaN, and layouts and dtypes beam_topk does not scan: a
+    // full sort would take 20x topk's time here.
+    auto top = sums.topk(n, 1);
+    return {std::get<0>(top), std::get<1>(top)};
+  }
+  // On a GPU a stable sort, not topk (whose order among ties is the
+  // device's): the lower flat index first among equal sums, as on the CPU
+  // and as greedy search's max picks (the first maximal index).
+  auto sorted = sums.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true);
+  return {std::get<0>(sorted).narrow(1, 0, n).to(torch::kCPU), std::get<1>(sorted).narrow(1, 0, n).to(torch::kCPU)};
+}
+
+// The m largest of x[0, n) (m <= n) with their indices, largest first (the
+// lower index first among equal values), into val and idx; false if x holds
+// a NaN (then val and idx are not usable).
+using RowTop = bool (*)(const float* x, int64_t n, int64_t m, float* val, int64_t* idx);
+bool row_top_scalar(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
+  int64_t filled = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = x[j];
+    if (std::isnan(v)) return false;
+    if (filled == m && !(v > val[m - 1])) continue;
+    int64_t pos = std::min(filled, m - 1);
+    while (pos > 0 && v > val[pos - 1]) {
+      val[pos] = val[pos - 1], idx[pos] = idx[pos - 1];
+      --pos;
+    }
+    val[pos] = v, idx[pos] = j;
+    filled = std::min(filled + 1, m);
+  }
+  return true;
 }
 
 void rms_norm_row_scalar(const float* x, const float* w, float* out, int64_t dim, float eps) {
@@ -438,7 +469,8 @@ __attribute__((target("avx512f"))) void log_softmax_row(const float* x, float* o
 
 // The m largest of x[0, n) (m <= n) with their indices, largest first (the
 // lower index first among equal values), into val and idx; false if x holds
-// a NaN (then val and idx are not usable).
+// a NaN (then val and idx are not usable). With AVX-512F; row_top_scalar
+// on any CPU.
 __attribute__((target("avx512f"))) bool row_top(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
   int64_t filled = 0;
   // Insert (v, j) into the sorted list, dropping its last entry once full.
@@ -878,45 +910,9 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) {
   return {values, indices};
 }
 
-std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
-                                                   int64_t k, int64_t n) {
-  TORCH_INTERNAL_ASSERT(lp.dim() == 2 && k >= 1 && lp.size(0) % k == 0 &&
-                        static_cast<int64_t>(scores.size()) == lp.size(0) && n >= 1 && n <= k * lp.size(1));
-  if (!rows_fast(lp)) return beam_topk_torch(lp, scores, k, n);
-  torch::NoGradGuard no_grad;
-  const int64_t rows = lp.size(0), a = rows / k, v = lp.size(1), m = std::min(n, v);
-  // The m best tokens of every row.
-  std::vector<float> row_val(static_cast<size_t>(rows * m));
-  std::vector<int64_t> row_idx(static_cast<size_t>(rows * m));
-  const float* lpp = lp.data_ptr<float>();
-  std::atomic<bool> nan{false};
-  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r)
-      if (!row_top(lpp + r * v, v, m, row_val.data() + r * m, row_idx.data() + r * m)) nan = true;
-  });
-  if (nan) return beam_topk_torch(lp, scores, k, n);
-  // Per source: the n best of its k * m candidates, in float64 as the sums.
-  torch::Tensor top_sc = torch::empty({a, n}, torch::kDouble), top_ix = torch::empty({a, n}, torch::kLong);
-  auto sca = top_sc.accessor<double, 2>();
-  auto ixa = top_ix.accessor<int64_t, 2>();
-  std::vector<std::pair<double, int64_t>> cand(static_cast<size_t>(k * m));
-  for (int64_t s = 0; s < a; ++s) {
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t c = 0; c < m; ++c) {
-        const size_t e = static_cast<size_t>((s * k + j) * m + c);
-        cand[static_cast<size_t>(j * m + c)] = {scores[static_cast<size_t>(s * k + j)] + row_val[e],
-                                                j * v + row_idx[e]};
-      }
-    std::partial_sort(cand.begin(), cand.begin() + n, cand.end(), [](const auto& x, const auto& y) {
-      return x.first > y.first || (x.first == y.first && x.second < y.second);
-    });
-    for (int64_t c = 0; c < n; ++c) {
-      sca[s][c] = cand[static_cast<size_t>(c)].first;
-      ixa[s][c] = cand[static_cast<size_t>(c)].second;
-    }
-  }
-  return {top_sc, top_ix};
-}
+namespace {
+RowTop avx512_row_top() { return has_avx512f() ? row_top : nullptr; }
+}  // namespace
 
 #else  // not x86: the callers keep the LibTorch ops
 
@@ -943,10 +939,55 @@ torch::Tensor mamba2_step(const torch::Tensor&, const Mamba2StepWeights&, const 
 }
 torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
 std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }
-std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
-                                                   int64_t k, int64_t n) {
-  return beam_topk_torch(lp, scores, k, n);
-}
+namespace {
+RowTop avx512_row_top() { return nullptr; }
+}  // namespace
 
 #endif
+
+std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
+                                                   int64_t k, int64_t n) {
+  TORCH_INTERNAL_ASSERT(lp.dim() == 2 && k >= 1 && lp.size(0) % k == 0 &&
+                        static_cast<int64_t>(scores.size()) == lp.size(0) && n >= 1 && n <= k * lp.size(1));
+  // Every CPU takes this path (its row scan is faster with AVX-512), so that
+  // the order among ties does not depend on the CPU.
+  if (!(lp.is_cpu() && lp.scalar_type() == torch::kFloat && lp.is_contiguous() && lp.size(1) > 0 &&
+        !(lp.requires_grad() && torch::GradMode::is_enabled())))
+    return beam_topk_torch(lp, scores, k, n);
+  const RowTop top = avx512_row_top() ? avx512_row_top() : row_top_scalar;
+  torch::NoGradGuard no_grad;
+  const int64_t rows = lp.size(0), a = rows / k, v = lp.size(1), m = std::min(n, v);
+  // The m best tokens of every row.
+  std::vector<float> row_val(static_cast<size_t>(rows * m));
+  std::vector<int64_t> row_idx(static_cast<size_t>(rows * m));
+  const float* lpp = lp.data_ptr<float>();
+  std::atomic<bool> nan{false};
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      if (!top(lpp + r * v, v, m, row_val.data() + r * m, row_idx.data() + r * m)) nan = true;
+  });
+  if (nan) return beam_topk_torch(lp, scores, k, n);
+  // Per source: the n best of its k * m candidates, in float64 as the sums.
+  torch::Tensor top_sc = torch::empty({a, n}, torch::kDouble), top_ix = torch::empty({a, n}, torch::kLong);
+  auto sca = top_sc.accessor<double, 2>();
+  auto ixa = top_ix.accessor<int64_t, 2>();
+  std::vector<std::pair<double, int64_t>> cand(static_cast<size_t>(k * m));
+  for (int64_t s = 0; s < a; ++s) {
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t c = 0; c < m; ++c) {
+        const size_t e = static_cast<size_t>((s * k + j) * m + c);
+        cand[static_cast<size_t>(j * m + c)] = {scores[static_cast<size_t>(s * k + j)] + row_val[e],
+                                                j * v + row_idx[e]};
+      }
+    std::partial_sort(cand.begin(), cand.begin() + n, cand.end(), [](const auto& x, const auto& y) {
+      return x.first > y.first || (x.first == y.first && x.second < y.second);
+    });
+    for (int64_t c = 0; c < n; ++c) {
+      sca[s][c] = cand[static_cast<size_t>(c)].first;
+      ixa[s][c] = cand[static_cast<size_t>(c)].second;
+    }
+  }
+  return {top_sc, top_ix};
+}
+
 }  // namespace mambamt::models::detail

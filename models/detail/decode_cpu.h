@@ -139,15 +139,15 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x);
 // t, in descending order, as (A, n) float64 sums and (A, n) int64 flat
 // indices j * V + t: what (lp.double() + scores).view({A, k*V}).topk(n, 1)
 // gives (topk orders ties either way; this puts the lower flat index first),
-// with n <= k*V. lp (A*k, V) float32. A
-// candidate must be among the n best of its own beam's row, so each row is
-// scanned once against a running threshold (AVX-512) and only k*n
-// candidates per source are sorted. For 16 sources of beam 5 over 32000
+// with n <= k*V. lp (A*k, V) float32. A candidate must be among the n best
+// of its own beam's row, so each row is scanned once against a running
+// threshold (with AVX-512 where the CPU has it) and only k*n candidates per
+// source are sorted. For 16 sources of beam 5 over 32000
 // tokens on 2 threads the LibTorch expression took 14-26 ms on a loaded
 // development machine and 5.2-5.4 ms on a later one, this 0.4-0.7 and
 // 0.39-0.41 ms (bench/README.md, decode).
-// LibTorch's ops for other layouts, dtypes and devices, and for rows
-// holding NaN.
+// LibTorch's ops (a stable sort, ties in the same order) for other layouts,
+// dtypes and devices, and for rows holding NaN.
 std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
                                                    int64_t k, int64_t n);
 
