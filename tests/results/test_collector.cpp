@@ -285,6 +285,37 @@ void write_string_matrix(h5::Group& g, const std::string& name, const std::vecto
   g.write_raw(name, t.get(), {rows, cols}, ptrs.data());
 }
 
+// sweep.h5 as the coordinator writes it: the sweep's state ("running") and
+// design, and /points, one row per point (its values of `axes`); `more` adds
+// attributes to the root.
+void write_sweep_file(const fs::path& path, const std::string& design, const std::vector<Point>& points,
+                      const std::vector<std::string>& axes, const std::vector<std::string>& base_values,
+                      const std::function<void(h5::Group&)>& more = {}) {
+  h5::File file = h5::File::create(path.string());
+  h5::Group root = file.root();
+  root.set_attr("format", "mambamt-sweep");
+  root.set_attr("state", "running");
+  root.set_attr("design", design);
+  if (more) more(root);
+  h5::Group pts = root.create_group("points");
+  std::vector<std::string> ids, names, variants, values;
+  std::vector<int64_t> seeds;
+  for (const Point& p : points) {
+    ids.push_back(p.id);
+    names.push_back(p.name);
+    variants.push_back(p.variant);
+    seeds.push_back(p.seed);
+    values.insert(values.end(), p.axis_values.begin(), p.axis_values.end());
+  }
+  pts.write_strings("id", ids);
+  pts.write_strings("name", names);
+  pts.write_strings("variant", variants);
+  pts.write_ints("seed", seeds);
+  write_string_matrix(pts, "axis_values", values, points.size(), axes.size());
+  pts.set_attr("axes", axes);
+  pts.set_attr("base_values", base_values);
+}
+
 // The fake sweep: 4 grid points x 2 seeds + 2 variants x 2 seeds = 12 points.
 //   base (0.125, 64):  seeds 1, 2 completed (BLEU 30, 32; COMET 0.81 and NaN)
 //   (0.25, 64):        seed 1 completed (BLEU 28, no entity recall), seed 2 running
@@ -422,33 +453,13 @@ FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool wit
     write_store(f.run, p4, c4, "pending", Results{});
   }
 
-  if (with_sweep_file) {
-    h5::File file = h5::File::create((f.run / "sweep.h5").string());
-    h5::Group root = file.root();
-    root.set_attr("format", "mambamt-sweep");
-    root.set_attr("name", "abl");
-    root.set_attr("state", "running");
-    root.set_attr("design", "cartesian");
-    root.set_attr("job_ids", std::vector<std::string>{"4242"});
-    root.set_attr("requeues", int64_t{0});
-    h5::Group pts = root.create_group("points");
-    std::vector<std::string> ids, names, variants, values;
-    std::vector<int64_t> seeds;
-    for (auto& p : f.points) {
-      ids.push_back(p.id);
-      names.push_back(p.name);
-      variants.push_back(p.variant);
-      seeds.push_back(p.seed);
-      values.insert(values.end(), p.axis_values.begin(), p.axis_values.end());
-    }
-    pts.write_strings("id", ids);
-    pts.write_strings("name", names);
-    pts.write_strings("variant", variants);
-    pts.write_ints("seed", seeds);
-    write_string_matrix(pts, "axis_values", values, f.points.size(), 2);
-    pts.set_attr("axes", std::vector<std::string>{"model.attention_ratio", "model.d_state"});
-    pts.set_attr("base_values", std::vector<std::string>{"0.125", "64"});
-  }
+  if (with_sweep_file)
+    write_sweep_file(f.run / "sweep.h5", "cartesian", f.points, {"model.attention_ratio", "model.d_state"},
+                     {"0.125", "64"}, [](h5::Group& root) {
+                       root.set_attr("name", "abl");
+                       root.set_attr("job_ids", std::vector<std::string>{"4242"});
+                       root.set_attr("requeues", int64_t{0});
+                     });
   return f;
 }
 
@@ -1300,21 +1311,9 @@ TEST_CASE("collector: without a Transformer the baseline table has no columns re
   const fs::path run = dir.path() / "runs" / "solo";
   fs::create_directories(run);
   std::ofstream(run / "sweep.toml") << "[sweep]\nname = \"solo\"\n[grid]\nmodel.d_state = [32, 64]\n";
-  {
-    h5::File file = h5::File::create((run / "sweep.h5").string());
-    h5::Group root = file.root();
-    root.set_attr("format", "mambamt-sweep");
-    root.set_attr("state", "running");
-    root.set_attr("design", "full");
-    h5::Group pts = root.create_group("points");
-    pts.write_strings("id", {"d1", "d2"});
-    pts.write_strings("name", {"model.d_state=32", "model.d_state=64"});
-    pts.write_strings("variant", {"", ""});
-    pts.write_ints("seed", {1, 1});
-    write_string_matrix(pts, "axis_values", {"32", "64"}, 2, 1);
-    pts.set_attr("axes", std::vector<std::string>{"model.d_state"});
-    pts.set_attr("base_values", std::vector<std::string>{"64"});
-  }
+  write_sweep_file(run / "sweep.h5", "full",
+                   {{"d1", "model.d_state=32", "", 1, {"32"}}, {"d2", "model.d_state=64", "", 1, {"64"}}},
+                   {"model.d_state"}, {"64"});
   CollectOptions o;
   o.run_dir = run.string();
   std::ostringstream log;
@@ -1338,23 +1337,13 @@ TEST_CASE("collector: a one-factor sweep that has only started", "[results][coll
   std::ofstream(run / "sweep.toml") << "[sweep]\nname = \"ofat\"\ndesign = \"one_factor\"\n[grid]\n"
                                        "model.attention_ratio = [0.25, 0.125]\nmodel.d_state = [32, 128]\n"
                                        "[[variant]]\nname = \"transformer\"\nmodel.kind = \"transformer\"\n";
-  {
-    h5::File file = h5::File::create((run / "sweep.h5").string());
-    h5::Group root = file.root();
-    root.set_attr("format", "mambamt-sweep");
-    root.set_attr("state", "running");
-    root.set_attr("design", "one_factor");
-    h5::Group pts = root.create_group("points");
-    pts.write_strings("id", {"a1", "a2", "d1", "d2", "t1"});
-    pts.write_strings("name", {"model.attention_ratio=0.25", "model.attention_ratio=0.125", "model.d_state=32",
-                               "model.d_state=128", "transformer"});
-    pts.write_strings("variant", {"", "", "", "", "transformer"});
-    pts.write_ints("seed", {1, 1, 1, 1, 1});
-    write_string_matrix(pts, "axis_values", {"0.25", "64", "0.125", "64", "0.125", "32", "0.125", "128", "0.125", "64"},
-                        5, 2);
-    pts.set_attr("axes", std::vector<std::string>{"model.attention_ratio", "model.d_state"});
-    pts.set_attr("base_values", std::vector<std::string>{"0.125", "64"});
-  }
+  write_sweep_file(run / "sweep.h5", "one_factor",
+                   {{"a1", "model.attention_ratio=0.25", "", 1, {"0.25", "64"}},
+                    {"a2", "model.attention_ratio=0.125", "", 1, {"0.125", "64"}},
+                    {"d1", "model.d_state=32", "", 1, {"0.125", "32"}},
+                    {"d2", "model.d_state=128", "", 1, {"0.125", "128"}},
+                    {"t1", "transformer", "transformer", 1, {"0.125", "64"}}},
+                   {"model.attention_ratio", "model.d_state"}, {"0.125", "64"});
   CollectOptions o;
   o.run_dir = run.string() + "/";
   o.formats = {"md", "csv", "tex", "json"};
