@@ -96,6 +96,30 @@ TEST_CASE("under bf16 autocast step-by-step decoding follows teacher forcing", "
   }
 }
 
+// The same for a Mamba-1 model at a batch of more than 256 rows: there its
+// step's x_proj and dt_proj products go to LibTorch's mm, whose autocast
+// output is bf16, as on a GPU (and on CPUs without AVX-512 at any batch).
+TEST_CASE("under bf16 autocast a Mamba-1 step follows teacher forcing where its projections come out in bf16",
+          "[models][invariant]") {
+  std::vector<int64_t> src_len, tgt_len;
+  for (int64_t i = 0; i < 260; ++i) {
+    src_len.push_back(2 + i % 5);
+    tgt_len.push_back(1 + i % 3);
+  }
+  TestBatch batch = make_batch(src_len, tgt_len);
+  ModelPtr m = tiny_model(tiny_config("hybrid", "mamba_version = 1\n"), kVocab);
+  torch::NoGradGuard no_grad;
+  const core::Bf16Autocast autocast(c10::DeviceType::CPU);
+  torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
+  InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+  for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+    torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat);
+    torch::Tensor real = batch.tgt_mask.select(1, t);
+    INFO("position " << t);
+    CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= bf16_decode_tolerance("hybrid"));
+  }
+}
+
 TEST_CASE("prefill of a target prefix leaves the state that stepping through it leaves", "[models][invariant]") {
   TestBatch batch = make_batch({5, 3, 7}, {6, 9, 2});
   torch::manual_seed(4);
