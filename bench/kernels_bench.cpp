@@ -101,6 +101,10 @@ struct Sgemm {
 // fractions of a millisecond), whole milliseconds from 100 on.
 std::string ms(double seconds) { return fmt(seconds >= 0.1 ? "%.0f" : "%.3g", seconds * 1e3); }
 
+// GFLOP/s whole from 100 on, else to three significant digits: a small shape
+// on a busy core can run below 0.5 GFLOP/s, which "%.0f" would print as 0.
+std::string gflops_cell(double rate) { return fmt(rate >= 100 ? "%.0f" : "%.3g", rate); }
+
 // What every row is measured with.
 struct Setup {
   torch::Device device;
@@ -377,7 +381,7 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
       const double gf = r.flops / r.a / 1e9;
       out << "| " << r.op << " | " << r.shape << " | " << r.pass << " | " << ms(r.a) << " | "
           << ms(r.b) << " | " << ms(r.c) << " | " << fmt("%.1fx", r.b / r.a)
-          << " | " << fmt("%.1fx", r.c / r.a) << " | " << fmt("%.0f", gf) << " | " << fmt("%.0f", r.gemm)
+          << " | " << fmt("%.1fx", r.c / r.a) << " | " << gflops_cell(gf) << " | " << gflops_cell(r.gemm)
           << " | " << fmt("%.0f%%", 100 * gf / r.gemm) << " | " << fmt("%.1f", r.bandwidth / 1e9) << " | "
           << ms(r.floor) << " | "
           << fmt("%.1fx", r.a / r.floor) << " | " << r.note << " |\n";
