@@ -6,8 +6,9 @@
 // time, vectorised over the states: B and C are transposed once per (batch,
 // group) to (L, Np) rows, and the recurrence, forward and backward, is a
 // micro-kernel (cpu/simd.h: scan, scan_states, scan_bwd) that keeps up to 64
-// float states in registers across positions with the exps computed in place
-// (float64 takes the portable versions, cpu/simd_generic.h). The backward
+// (AVX-512) or 32 (AVX2) float states in registers across positions with the
+// exps computed in place (float64 takes the portable versions,
+// cpu/simd_generic.h). The backward
 // pass recomputes the states of each kScanCheckpointLen segment from
 // checkpoints saved by the forward pass.
 #include <ATen/Parallel.h>
