@@ -114,13 +114,22 @@ torch::Tensor rotate_append(const torch::Tensor& qkv, const torch::Tensor& cos, 
 #ifdef MAMBAMT_DECODE_X86
 namespace {
 
-// Whether this CPU has AVX-512F, which every *_512 loop below needs.
-bool has_avx512f() {
-  static const bool ok = __builtin_cpu_supports("avx512f");
-  return ok;
-}
+// The instruction set of the decode paths below: that of the kernels' float
+// micro-kernel set (kernels::cpu::isa_level(); MAMBAMT_CPU_KERNELS forces
+// it): the *_512 loops with the AVX-512 set, the *_256 ones with the AVX2
+// set, LibTorch's ops with the portable one.
+bool has_avx512f() { return kernels::cpu::isa_level() == 2; }
+bool has_avx2() { return kernels::cpu::isa_level() >= 1; }
 
 // ------------------------------------------------------------------ attention (AVX2 + FMA)
+
+// The sum of v's 8 lanes.
+__attribute__((target("avx2,fma"))) inline float hsum_256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(s);
+}
 
 __attribute__((target("avx2,fma"))) float dot(const float* a, const float* b, int64_t d) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -130,11 +139,7 @@ __attribute__((target("avx2,fma"))) float dot(const float* a, const float* b, in
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
   for (; i + 8 <= d; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  s0 = _mm256_add_ps(s0, s1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  float out = _mm_cvtss_f32(s);
+  float out = hsum_256(_mm256_add_ps(s0, s1));
   for (; i < d; ++i) out += a[i] * b[i];
   return out;
 }
@@ -300,7 +305,7 @@ const AttendPasses* attend_passes_512(int64_t dh) {
   return &table[(dh + 15) / 16 - 1];
 }
 
-// ------------------------------------------------------------------ small-batch linear (AVX-512F)
+// ------------------------------------------------------------------ small-batch linear (AVX-512F, AVX2)
 
 // W is read as panels of kPanel rows, packed once per weight (packed_weight
 // below): panel p holds W[p * kPanel + c][j] at [p][j][c], rows past N zero.
@@ -359,6 +364,60 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
     const int64_t n0 = p * kPanel, cols = std::min(kPanel, n - n0);
     for (int64_t r0 = 0; r0 < b; r0 += 16)
       rows[std::min<int64_t>(16, b - r0) - 1](panel, x + r0 * kd, y + r0 * n, kd, n, n0, cols, r0 == 0);
+  }
+}
+
+// The same with AVX2: a panel's column is two vectors of 8, so a pass takes
+// up to 6 rows (12 accumulators, 2 for the column, 1 for the broadcast of the
+// 16 registers), and a batch of 16 rows reads each panel three times, the
+// later passes from L1 or L2.
+constexpr int kRows256 = 6;
+
+template <int R>
+__attribute__((target("avx2,fma"))) void panel_rows_256(const float* pw, const float* x, float* y, int64_t kd,
+                                                        int64_t n, int64_t n0, int64_t cols, bool prefetch) {
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < kd; ++j) {
+    const float* col = pw + j * kPanel;
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(col + kPrefetchColumns * kPanel), _MM_HINT_T0);
+    const __m256 w0 = _mm256_loadu_ps(col), w1 = _mm256_loadu_ps(col + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 xv = _mm256_broadcast_ss(x + r * kd + j);
+      acc[r][0] = _mm256_fmadd_ps(w0, xv, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(w1, xv, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* out = y + r * n + n0;
+    if (cols == kPanel) {
+      _mm256_storeu_ps(out, acc[r][0]);
+      _mm256_storeu_ps(out + 8, acc[r][1]);
+    } else {
+      alignas(32) float buf[kPanel];
+      _mm256_store_ps(buf, acc[r][0]);
+      _mm256_store_ps(buf + 8, acc[r][1]);
+      std::copy_n(buf, cols, out);
+    }
+  }
+}
+
+template <size_t... I>
+constexpr std::array<PanelRowsFn, sizeof...(I)> panel_rows_256_table(std::index_sequence<I...>) {
+  return {panel_rows_256<static_cast<int>(I) + 1>...};
+}
+
+__attribute__((target("avx2,fma"))) void linear_panels_256(const float* pw, const float* x, float* y, int64_t b,
+                                                           int64_t n, int64_t kd, int64_t p0, int64_t p1) {
+  static constexpr auto rows = panel_rows_256_table(std::make_index_sequence<kRows256>());
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* panel = pw + p * kd * kPanel;
+    const int64_t n0 = p * kPanel, cols = std::min(kPanel, n - n0);
+    for (int64_t r0 = 0; r0 < b; r0 += kRows256)
+      rows[std::min<int64_t>(kRows256, b - r0) - 1](panel, x + r0 * kd, y + r0 * n, kd, n, n0, cols, r0 == 0);
   }
 }
 
@@ -538,7 +597,31 @@ __attribute__((target("avx512f"))) void rms_norm_row_512(const float* x, const f
                                         _mm512_maskz_loadu_ps(tail, w + full)));
 }
 
-// ------------------------------------------------------------------ Mamba-2 decode step (AVX-512F)
+// The same in 4 vectors of 8 partial sums, the tail scalar.
+__attribute__((target("avx2,fma"))) void rms_norm_row_256(const float* x, const float* w, float* out, int64_t dim,
+                                                          float eps) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t j = 0;
+  for (; j + 32 <= dim; j += 32)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256 v = _mm256_loadu_ps(x + j + 8 * c);
+      acc[c] = _mm256_fmadd_ps(v, v, acc[c]);
+    }
+  for (; j + 8 <= dim; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    acc[0] = _mm256_fmadd_ps(v, v, acc[0]);
+  }
+  float ss = hsum_256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (int64_t t = j; t < dim; ++t) ss += x[t] * x[t];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
+  const __m256 sv = _mm256_set1_ps(scale);
+  for (j = 0; j + 8 <= dim; j += 8)
+    _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), sv), _mm256_loadu_ps(w + j)));
+  for (; j < dim; ++j) out[j] = x[j] * scale * w[j];
+}
+
+// ------------------------------------------------------------------ Mamba-2 decode step (AVX-512F, AVX2)
 
 // Pointers and sizes of one mamba2_step call (see the header).
 struct Mamba2Step {
@@ -553,8 +636,8 @@ struct Mamba2Step {
 // v[i] * sigmoid(g[i]) (SiLU(v) where g is v), for i < n; e is scratch for n
 // floats.
 template <bool kSiluOnly>
-__attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float* e, int64_t n,
-                                                 void (*exp)(const float*, float*, int64_t)) {
+__attribute__((target("avx512f"))) void mul_silu_512(float* v, const float* g, float* e, int64_t n,
+                                                     void (*exp)(const float*, float*, int64_t)) {
   const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
   const int64_t full = n / 16 * 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (n - full)) - 1);
@@ -568,6 +651,22 @@ __attribute__((target("avx512f"))) void mul_silu(float* v, const float* g, float
     if (!kSiluOnly) vv = _mm512_mul_ps(vv, _mm512_maskz_loadu_ps(m, g + j));
     _mm512_mask_storeu_ps(v + j, m, _mm512_div_ps(vv, _mm512_add_ps(one, _mm512_maskz_loadu_ps(m, e + j))));
   }
+}
+
+template <bool kSiluOnly>
+__attribute__((target("avx2,fma"))) void mul_silu_256(float* v, const float* g, float* e, int64_t n,
+                                                      void (*exp)(const float*, float*, int64_t)) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+  const int64_t full = n / 8 * 8;
+  for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(e + j, _mm256_sub_ps(zero, _mm256_loadu_ps(g + j)));
+  for (int64_t j = full; j < n; ++j) e[j] = -g[j];
+  exp(e, e, n);
+  for (int64_t j = 0; j < full; j += 8) {
+    __m256 vv = _mm256_loadu_ps(v + j);
+    if (!kSiluOnly) vv = _mm256_mul_ps(vv, _mm256_loadu_ps(g + j));
+    _mm256_storeu_ps(v + j, _mm256_div_ps(vv, _mm256_add_ps(one, _mm256_loadu_ps(e + j))));
+  }
+  for (int64_t j = full; j < n; ++j) v[j] = (kSiluOnly ? v[j] : v[j] * g[j]) / (1.0f + e[j]);
 }
 
 // The causal conv of one row of `channels` channels: u = conv of the new
@@ -590,40 +689,6 @@ void conv_step_row(int64_t width, const float* conv_w, const float* conv_b, int6
   }
 }
 
-// One row of the step; u and y are scratch for channels and di floats, e for
-// max(channels, di).
-__attribute__((target("avx512f"))) void mamba2_step_row(const Mamba2Step& a, int64_t b, float* u, float* y,
-                                                        float* e) {
-  const float* in = a.in + b * a.in_stride;
-  const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
-  conv_step_row(a.width, a.conv_w, a.conv_b, a.channels, a.conv_state + b * a.channels * (a.width - 1), xbc, u);
-  mul_silu<true>(u, u, e, a.channels, a.k->exp);
-  // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
-  const int64_t H = a.nheads, P = a.headdim, N = a.dstate, hpg = H / a.ngroups;
-  for (int64_t h = 0; h < H; ++h) {
-    float dt = dt_in[h] + a.dt_bias[h];
-    if (dt <= 20.0f) dt = std::log1p(std::exp(dt));
-    const float decay = std::exp(-std::exp(a.A_log[h]) * dt);
-    const int64_t g = h / hpg;
-    const float *x = u + h * P, *Bv = u + a.di + g * N, *Cv = u + a.di + a.ngroups * N + g * N;
-    float* st = a.ssm_state + (b * H + h) * P * N;
-    kernels::cpu::ssd_update_avx512(P, N, decay, dt, a.D[h], x, Bv, Cv, st, y + h * P);
-  }
-  // Gate and norm: RMSNorm(y * silu(z)).
-  mul_silu<false>(y, z, e, a.di, a.k->exp);
-  rms_norm_row_512(y, a.norm_w, a.out + b * a.di, a.di, a.eps);
-}
-
-// ------------------------------------------------------------------ Mamba-1 decode step (AVX-512F)
-
-// Pointers and sizes of one mamba1_step call (see the header).
-struct Mamba1Step {
-  const float *in, *conv_w, *conv_b, *x_proj, *dt_proj, *dt_bias, *A, *D;
-  float *conv_state, *ssm_state, *out;
-  int64_t in_stride, di, width, rank, dstate;
-  const kernels::cpu::FloatKernels* k;
-};
-
 // sum a[i] b[i] for i < n.
 __attribute__((target("avx512f"))) float dot_512(const float* a, const float* b, int64_t n) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -639,24 +704,101 @@ __attribute__((target("avx512f"))) float dot_512(const float* a, const float* b,
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+// The vector loops a fused step's rows run with, one set per instruction
+// set: the step bodies below are templates on it, inlined into a function
+// compiled for that set.
+using ExpFn = void (*)(const float*, float*, int64_t);
+struct Loops512 {
+  template <bool kSiluOnly>
+  static void mul_silu(float* v, const float* g, float* e, int64_t n, ExpFn exp) {
+    mul_silu_512<kSiluOnly>(v, g, e, n, exp);
+  }
+  static void rms_norm(const float* x, const float* w, float* out, int64_t dim, float eps) {
+    rms_norm_row_512(x, w, out, dim, eps);
+  }
+  static float dot(const float* a, const float* b, int64_t n) { return dot_512(a, b, n); }
+  // Inline (kernels/cpu/ssd_update_avx512.h), not through the kernel table.
+  static void ssd_update(const kernels::cpu::FloatKernels&, int64_t P, int64_t np, float decay, float dt, float D,
+                         const float* x, const float* B, const float* C, float* h, float* y) {
+    kernels::cpu::ssd_update_avx512(P, np, decay, dt, D, x, B, C, h, y);
+  }
+};
+struct Loops256 {
+  template <bool kSiluOnly>
+  static void mul_silu(float* v, const float* g, float* e, int64_t n, ExpFn exp) {
+    mul_silu_256<kSiluOnly>(v, g, e, n, exp);
+  }
+  static void rms_norm(const float* x, const float* w, float* out, int64_t dim, float eps) {
+    rms_norm_row_256(x, w, out, dim, eps);
+  }
+  static float dot(const float* a, const float* b, int64_t n) { return mambamt::models::detail::dot(a, b, n); }
+  static void ssd_update(const kernels::cpu::FloatKernels& k, int64_t P, int64_t np, float decay, float dt, float D,
+                         const float* x, const float* B, const float* C, float* h, float* y) {
+    k.ssd_update(P, np, decay, dt, D, x, B, C, h, y);
+  }
+};
+
+// One row of the step; u and y are scratch for channels and di floats, e for
+// max(channels, di).
+template <typename Loops>
+MAMBAMT_INLINE void mamba2_step_row(const Mamba2Step& a, int64_t b, float* u, float* y, float* e) {
+  const float* in = a.in + b * a.in_stride;
+  const float *z = in, *xbc = in + a.di, *dt_in = in + a.di + a.channels;
+  conv_step_row(a.width, a.conv_w, a.conv_b, a.channels, a.conv_state + b * a.channels * (a.width - 1), xbc, u);
+  Loops::template mul_silu<true>(u, u, e, a.channels, a.k->exp);
+  // SSD: per head, h = exp(dt A) h + dt x B; y = C.h + D x.
+  const int64_t H = a.nheads, P = a.headdim, N = a.dstate, hpg = H / a.ngroups;
+  for (int64_t h = 0; h < H; ++h) {
+    float dt = dt_in[h] + a.dt_bias[h];
+    if (dt <= 20.0f) dt = std::log1p(std::exp(dt));
+    const float decay = std::exp(-std::exp(a.A_log[h]) * dt);
+    const int64_t g = h / hpg;
+    const float *x = u + h * P, *Bv = u + a.di + g * N, *Cv = u + a.di + a.ngroups * N + g * N;
+    float* st = a.ssm_state + (b * H + h) * P * N;
+    Loops::ssd_update(*a.k, P, N, decay, dt, a.D[h], x, Bv, Cv, st, y + h * P);
+  }
+  // Gate and norm: RMSNorm(y * silu(z)).
+  Loops::template mul_silu<false>(y, z, e, a.di, a.k->exp);
+  Loops::rms_norm(y, a.norm_w, a.out + b * a.di, a.di, a.eps);
+}
+__attribute__((target("avx512f"))) void mamba2_step_row_512(const Mamba2Step& a, int64_t b, float* u, float* y,
+                                                            float* e) {
+  mamba2_step_row<Loops512>(a, b, u, y, e);
+}
+__attribute__((target("avx2,fma"))) void mamba2_step_row_256(const Mamba2Step& a, int64_t b, float* u, float* y,
+                                                             float* e) {
+  mamba2_step_row<Loops256>(a, b, u, y, e);
+}
+
+// ------------------------------------------------------------------ Mamba-1 decode step (AVX-512F, AVX2)
+
+// Pointers and sizes of one mamba1_step call (see the header).
+struct Mamba1Step {
+  const float *in, *conv_w, *conv_b, *x_proj, *dt_proj, *dt_bias, *A, *D;
+  float *conv_state, *ssm_state, *out;
+  int64_t in_stride, di, width, rank, dstate;
+  const kernels::cpu::FloatKernels* k;
+};
+
 // Rows [begin, end) of the Mamba-1 step, n = end - begin; s is scratch for
 // n (3 di + rank + 2 N) floats. Each phase runs over all the rows, so that
 // each row of x_proj and dt_proj is read once for all of them rather than
 // once per row.
-__attribute__((target("avx512f"))) void mamba1_step_rows(const Mamba1Step& a, int64_t begin, int64_t end, float* s) {
+template <typename Loops>
+MAMBAMT_INLINE void mamba1_step_rows(const Mamba1Step& a, int64_t begin, int64_t end, float* s) {
   const int64_t di = a.di, R = a.rank, N = a.dstate, n = end - begin, X = R + 2 * N;
   float *u = s, *dl = u + n * di, *e = dl + n * di, *xd = e + n * di;  // u, dl, e: (n, di); xd: (n, X)
   for (int64_t r = 0; r < n; ++r) {
     const int64_t b = begin + r;
     conv_step_row(a.width, a.conv_w, a.conv_b, di, a.conv_state + b * di * (a.width - 1),
                   a.in + b * a.in_stride + di, u + r * di);
-    mul_silu<true>(u + r * di, u + r * di, e, di, a.k->exp);
+    Loops::template mul_silu<true>(u + r * di, u + r * di, e, di, a.k->exp);
   }
   // x_proj: [dt rank, B, C]; dt_proj with its bias, then softplus.
   for (int64_t j = 0; j < X; ++j)
-    for (int64_t r = 0; r < n; ++r) xd[r * X + j] = dot_512(a.x_proj + j * di, u + r * di, di);
+    for (int64_t r = 0; r < n; ++r) xd[r * X + j] = Loops::dot(a.x_proj + j * di, u + r * di, di);
   for (int64_t d = 0; d < di; ++d)
-    for (int64_t r = 0; r < n; ++r) dl[r * di + d] = dot_512(a.dt_proj + d * R, xd + r * X, R) + a.dt_bias[d];
+    for (int64_t r = 0; r < n; ++r) dl[r * di + d] = Loops::dot(a.dt_proj + d * R, xd + r * X, R) + a.dt_bias[d];
   a.k->softplus(dl, dl, nullptr, n * di);
   // Each channel's state: h = exp(dl A) h + dl u B; y = C.h + D u; then the
   // silu(z) gate.
@@ -666,8 +808,16 @@ __attribute__((target("avx512f"))) void mamba1_step_rows(const Mamba1Step& a, in
     float* y = a.out + b * di;
     float* h = a.ssm_state + b * di * N;
     for (int64_t d = 0; d < di; ++d) a.k->scan(1, N, dr + d, ur + d, a.A + d * N, Bv, Cv, a.D[d], h + d * N, y + d);
-    mul_silu<false>(y, a.in + b * a.in_stride, e, di, a.k->exp);
+    Loops::template mul_silu<false>(y, a.in + b * a.in_stride, e, di, a.k->exp);
   }
+}
+__attribute__((target("avx512f"))) void mamba1_step_rows_512(const Mamba1Step& a, int64_t begin, int64_t end,
+                                                             float* s) {
+  mamba1_step_rows<Loops512>(a, begin, end, s);
+}
+__attribute__((target("avx2,fma"))) void mamba1_step_rows_256(const Mamba1Step& a, int64_t begin, int64_t end,
+                                                              float* s) {
+  mamba1_step_rows<Loops256>(a, begin, end, s);
 }
 
 // Whether the row-wise selection runs its own loops on x.
@@ -685,11 +835,11 @@ bool attend_cached_available() {
   return ok;
 }
 
-bool small_batch_linear_available() { return has_avx512f(); }
+bool small_batch_linear_available() { return has_avx2(); }
 
 bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate) {
   auto ok = [](const torch::Tensor& t) { return t.is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); };
-  if (torch::GradMode::is_enabled() || !has_avx512f() || !ok(up) || !ok(gate) || up.sizes() != gate.sizes())
+  if (torch::GradMode::is_enabled() || !has_avx2() || !ok(up) || !ok(gate) || up.sizes() != gate.sizes())
     return false;
   float* u = up.data_ptr<float>();
   const float* g = gate.data_ptr<float>();
@@ -701,7 +851,7 @@ bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate) {
     std::vector<float> e(static_cast<size_t>(kChunk));
     for (int64_t c = begin; c < end; ++c) {
       const int64_t from = c * kChunk, n = std::min(kChunk, up.numel() - from);
-      mul_silu<false>(u + from, g + from, e.data(), n, exp);
+      (has_avx512f() ? mul_silu_512<false> : mul_silu_256<false>)(u + from, g + from, e.data(), n, exp);
     }
   };
   const int64_t count = (up.numel() + kChunk - 1) / kChunk;
@@ -711,7 +861,7 @@ bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate) {
 }
 
 void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps) {
-  (has_avx512f() ? rms_norm_row_512 : rms_norm_row_scalar)(x, w, out, dim, eps);
+  (has_avx512f() ? rms_norm_row_512 : has_avx2() ? rms_norm_row_256 : rms_norm_row_scalar)(x, w, out, dim, eps);
 }
 
 torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -776,17 +926,18 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
   float* yp = y.data_ptr<float>();
   // At least 6 panels (96 rows) per task: every matrix of the decode step is
   // split over 2 threads.
+  const auto panels_fn = has_avx512f() ? linear_panels : linear_panels_256;
   at::parallel_for(0, panels.size(0), 6, [&](int64_t begin, int64_t end) {
-    linear_panels(wp, xp, yp, b, n, kd, begin, end);
+    panels_fn(wp, xp, yp, b, n, kd, begin, end);
   });
   return y;
 }
 
-// Whether a fused Mamba step takes these: no gradients, AVX-512F, the input
+// Whether a fused Mamba step takes these: no gradients, AVX-512F or AVX2, the input
 // rows float32 on the CPU with unit column stride, and every other tensor
 // (weights, states) float32 on the CPU and contiguous.
 bool fused_step_applies(const torch::Tensor& in, std::initializer_list<const torch::Tensor*> rest) {
-  if (torch::GradMode::is_enabled() || !has_avx512f()) return false;
+  if (torch::GradMode::is_enabled() || !has_avx2()) return false;
   auto cpu_float = [](const torch::Tensor& t) { return t.defined() && t.is_cpu() && t.scalar_type() == torch::kFloat; };
   if (!cpu_float(in) || in.dim() != 2 || in.stride(1) != 1) return false;
   for (const torch::Tensor* t : rest)
@@ -794,7 +945,7 @@ bool fused_step_applies(const torch::Tensor& in, std::initializer_list<const tor
   return true;
 }
 
-bool mamba2_step_available() { return has_avx512f(); }
+bool mamba2_step_available() { return has_avx2(); }
 
 torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& w, const torch::Tensor& conv_state,
                           const torch::Tensor& ssm_state) {
@@ -824,16 +975,16 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
   a.dstate = n;
   a.eps = static_cast<float>(w.eps);
   a.k = &kernels::cpu::float_kernels();
+  const auto row = has_avx512f() ? mamba2_step_row_512 : mamba2_step_row_256;
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(2 * c + 2 * di);
-    for (int64_t r = begin; r < end; ++r)
-      mamba2_step_row(a, r, scratch.data(), scratch.data() + c, scratch.data() + c + di);
+    for (int64_t r = begin; r < end; ++r) row(a, r, scratch.data(), scratch.data() + c, scratch.data() + c + di);
   });
   return out;
 }
 
 bool mamba1_step_available(int64_t d_state) {
-  return has_avx512f() && d_state % kernels::cpu::kPadFloats == 0;
+  return has_avx2() && d_state % kernels::cpu::kPadFloats == 0;
 }
 
 torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, const torch::Tensor& conv_state,
@@ -868,7 +1019,7 @@ torch::Tensor mamba1_step(const torch::Tensor& xz, const Mamba1StepWeights& w, c
   a.k = &kernels::cpu::float_kernels();
   at::parallel_for(0, b, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scratch((end - begin) * (3 * di + rank + 2 * n));
-    mamba1_step_rows(a, begin, end, scratch.data());
+    (has_avx512f() ? mamba1_step_rows_512 : mamba1_step_rows_256)(a, begin, end, scratch.data());
   });
   return out;
 }

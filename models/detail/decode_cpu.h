@@ -25,12 +25,19 @@ namespace mambamt::models::detail {
 
 // Whether this CPU runs attend_cached (AVX2 and FMA).
 bool attend_cached_available();
-// Whether this CPU runs small_batch_linear (AVX-512F).
+// The loops of small_batch_linear, mul_silu_inplace, rms_norm_row and the
+// fused Mamba steps come in AVX-512F and AVX2 versions, run with the
+// instruction set of the kernels' float micro-kernels (kernels/isa.h:
+// MAMBAMT_CPU_KERNELS=avx2 forces the AVX2 ones on an AVX-512 CPU, generic
+// turns them off). The row-wise selection and the head-dim-vectorised
+// attention passes are AVX-512 only.
+
+// Whether small_batch_linear runs here (AVX-512F or AVX2).
 bool small_batch_linear_available();
 
 // One row of RMSNorm in float32: out = x / sqrt(mean(x^2) + eps) * w, the sum
-// of squares in partial sums of 16 lanes where the CPU has AVX-512F (a
-// scalar loop otherwise).
+// of squares in partial sums of 16 (AVX-512F) or 8 (AVX2) lanes (a scalar
+// loop with the portable kernels).
 void rms_norm_row(const float* x, const float* w, float* out, int64_t dim, float eps);
 
 // One query per (row, head) over the first n columns of a KV cache:
@@ -54,7 +61,7 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
 
 // One decode step of a Mamba-2 mixer between its two projections, in one
 // pass over the rows (one parallel region). It applies without gradients on
-// a CPU with AVX-512F (mamba2_step_available()) to float32 CPU tensors, the
+// AVX-512F or AVX2 (mamba2_step_available()) to float32 CPU tensors, the
 // weights and states contiguous; elsewhere it returns an undefined tensor
 // and the caller takes the kernels' steps. zxbcdt (B, di + C + H) is the
 // in-projection's output, columns [z (di), x (di), B (G N), C (G N), dt (H)]
@@ -118,7 +125,7 @@ torch::Tensor rotate_append(const torch::Tensor& qkv, const torch::Tensor& cos, 
 
 // SwiGLU's gate without gradients: up *= silu(gate), in place, for float32
 // CPU tensors, contiguous and of one shape (a decode step's rows, a
-// prefill's), on a CPU with AVX-512F, in one pass where silu and mul made two
+// prefill's), with AVX-512F or AVX2, in one pass where silu and mul made two
 // tensors; returns whether it did (the caller keeps LibTorch's silu and mul
 // otherwise).
 bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate);
