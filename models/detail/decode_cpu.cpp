@@ -47,12 +47,16 @@ std::tuple<torch::Tensor, torch::Tensor> beam_topk_torch(const torch::Tensor& lp
 // lower index first among equal values), into val and idx; false if x holds
 // a NaN (then val and idx are not usable).
 using RowTop = bool (*)(const float* x, int64_t n, int64_t m, float* val, int64_t* idx);
-bool row_top_scalar(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
-  int64_t filled = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    const float v = x[j];
-    if (std::isnan(v)) return false;
-    if (filled == m && !(v > val[m - 1])) continue;
+
+// The sorted list of such a scan: (v, j) goes in if the list is not full or
+// v beats its last value, which then drops out. Inlined into each scan.
+struct TopList {
+  float* val;
+  int64_t* idx;
+  int64_t m, filled = 0;
+  bool full() const { return filled == m; }
+  MAMBAMT_INLINE void insert(float v, int64_t j) {
+    if (filled == m && !(v > val[m - 1])) return;
     int64_t pos = std::min(filled, m - 1);
     while (pos > 0 && v > val[pos - 1]) {
       val[pos] = val[pos - 1], idx[pos] = idx[pos - 1];
@@ -60,6 +64,14 @@ bool row_top_scalar(const float* x, int64_t n, int64_t m, float* val, int64_t* i
     }
     val[pos] = v, idx[pos] = j;
     filled = std::min(filled + 1, m);
+  }
+};
+
+bool row_top_scalar(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
+  TopList top{val, idx, m};
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::isnan(x[j])) return false;
+    top.insert(x[j], j);
   }
   return true;
 }
@@ -464,7 +476,7 @@ torch::Tensor packed_weight(const torch::Tensor& w) {
   });
 }
 
-// ------------------------------------------------------------------ search's row-wise selection (AVX-512F)
+// ------------------------------------------------------------------ search's row-wise selection (AVX-512F, AVX2)
 
 // Largest value of x[0, n) (-inf for n == 0); *nan: whether x holds a NaN.
 __attribute__((target("avx512f"))) float row_max(const float* x, int64_t n, bool* nan) {
@@ -528,8 +540,8 @@ __attribute__((target("avx512f"))) void log_softmax_row(const float* x, float* o
 
 // The m largest of x[0, n) (m <= n) with their indices, largest first (the
 // lower index first among equal values), into val and idx; false if x holds
-// a NaN (then val and idx are not usable). With AVX-512F; row_top_scalar
-// on any CPU.
+// a NaN (then val and idx are not usable). With AVX-512F; row_top_256 with
+// AVX2, row_top_scalar on any CPU.
 __attribute__((target("avx512f"))) bool row_top(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
   int64_t filled = 0;
   // Insert (v, j) into the sorted list, dropping its last entry once full.
@@ -564,6 +576,92 @@ __attribute__((target("avx512f"))) bool row_top(const float* x, int64_t n, int64
     insert(x[j], j);
   }
   return unordered == 0;
+}
+
+// row_max, row_find, log_softmax_row and row_top with AVX2: the same loops
+// in vectors of 8, the tails scalar.
+__attribute__((target("avx2,fma"))) float row_max_256(const float* x, int64_t n, bool* nan) {
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity()), unordered = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    m = _mm256_max_ps(m, v);
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  float out = _mm_cvtss_f32(h);
+  bool any = _mm256_movemask_ps(unordered) != 0;
+  for (; j < n; ++j) {
+    any = any || std::isnan(x[j]);
+    out = std::max(out, x[j]);
+  }
+  *nan = any;
+  return out;
+}
+
+__attribute__((target("avx2,fma"))) int64_t row_find_256(const float* x, int64_t n, float v) {
+  const __m256 vv = _mm256_set1_ps(v);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), vv, _CMP_EQ_OQ));
+    if (eq) return j + __builtin_ctz(static_cast<unsigned>(eq));
+  }
+  for (; j < n; ++j)
+    if (x[j] == v) return j;
+  return n;
+}
+
+// The scan of row_top with AVX2: vectors of 8 against the list's last value
+// once it is full.
+__attribute__((target("avx2,fma"))) bool row_top_256(const float* x, int64_t n, int64_t m, float* val, int64_t* idx) {
+  TopList top{val, idx, m};
+  int64_t j = 0;
+  for (; j < n && !top.full(); ++j) {
+    if (std::isnan(x[j])) return false;
+    top.insert(x[j], j);
+  }
+  __m256 unordered = _mm256_setzero_ps();
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(x + j);
+    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    unsigned above = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(val[m - 1]), _CMP_GT_OQ)));
+    while (above) {
+      const int bit = __builtin_ctz(above);
+      top.insert(x[j + bit], j + bit);
+      above &= above - 1;
+    }
+  }
+  for (; j < n; ++j) {
+    if (std::isnan(x[j])) return false;
+    top.insert(x[j], j);
+  }
+  return _mm256_movemask_ps(unordered) == 0;
+}
+
+__attribute__((target("avx2,fma"))) void log_softmax_row_256(const float* x, float* out, int64_t n,
+                                                             void (*exp)(const float*, float*, int64_t)) {
+  bool nan = false;
+  const float m = row_max_256(x, n, &nan);
+  constexpr int64_t kChunk = 256;
+  alignas(32) float buf[kChunk];
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  float tail_sum = 0.0f;
+  for (int64_t j0 = 0; j0 < n; j0 += kChunk) {
+    const int64_t c = std::min(kChunk, n - j0), full = c / 8 * 8;
+    for (int64_t j = 0; j < full; j += 8) _mm256_store_ps(buf + j, _mm256_sub_ps(_mm256_loadu_ps(x + j0 + j), mv));
+    for (int64_t j = full; j < c; ++j) buf[j] = x[j0 + j] - m;
+    exp(buf, buf, c);
+    for (int64_t j = 0; j < full; j += 8) sum = _mm256_add_ps(sum, _mm256_load_ps(buf + j));
+    for (int64_t j = full; j < c; ++j) tail_sum += buf[j];
+  }
+  const float lse = m + std::log(hsum_256(sum) + tail_sum);
+  const __m256 lv = _mm256_set1_ps(lse);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(out + j, _mm256_sub_ps(_mm256_loadu_ps(x + j), lv));
+  for (; j < n; ++j) out[j] = x[j] - lse;
 }
 
 // rms_norm_row with the sum of squares in 4 vectors of 16 partial sums.
@@ -822,7 +920,7 @@ __attribute__((target("avx2,fma"))) void mamba1_step_rows_256(const Mamba1Step& 
 
 // Whether the row-wise selection runs its own loops on x.
 bool rows_fast(const torch::Tensor& x) {
-  return has_avx512f() && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
+  return has_avx2() && x.is_cpu() && x.dim() == 2 && x.scalar_type() == torch::kFloat && x.is_contiguous() &&
          x.size(1) > 0 && !(x.requires_grad() && torch::GradMode::is_enabled());
 }
 
@@ -1032,8 +1130,9 @@ torch::Tensor log_softmax_rows(const torch::Tensor& x) {
   const float* xp = x.data_ptr<float>();
   float* op = out.data_ptr<float>();
   const auto exp = kernels::cpu::float_kernels().exp;
+  const auto row = has_avx512f() ? log_softmax_row : log_softmax_row_256;
   at::parallel_for(0, r, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) log_softmax_row(xp + i * n, op + i * n, n, exp);
+    for (int64_t i = begin; i < end; ++i) row(xp + i * n, op + i * n, n, exp);
   });
   return out;
 }
@@ -1048,12 +1147,14 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) {
   float* vp = values.data_ptr<float>();
   int64_t* ip = indices.data_ptr<int64_t>();
   std::atomic<bool> any_nan{false};
+  const auto max_fn = has_avx512f() ? row_max : row_max_256;
+  const auto find_fn = has_avx512f() ? row_find : row_find_256;
   at::parallel_for(0, r, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float* row = xp + i * n;
       bool nan = false;
-      vp[i] = row_max(row, n, &nan);
-      ip[i] = row_find(row, n, vp[i]);
+      vp[i] = max_fn(row, n, &nan);
+      ip[i] = find_fn(row, n, vp[i]);
       if (nan) any_nan = true;
     }
   });
@@ -1062,7 +1163,7 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) {
 }
 
 namespace {
-RowTop avx512_row_top() { return has_avx512f() ? row_top : nullptr; }
+RowTop vector_row_top() { return has_avx512f() ? row_top : has_avx2() ? row_top_256 : nullptr; }
 }  // namespace
 
 #else  // not x86: the callers keep the LibTorch ops
@@ -1091,7 +1192,7 @@ torch::Tensor mamba2_step(const torch::Tensor&, const Mamba2StepWeights&, const 
 torch::Tensor log_softmax_rows(const torch::Tensor& x) { return torch::log_softmax(x, 1); }
 std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x) { return x.max(1); }
 namespace {
-RowTop avx512_row_top() { return nullptr; }
+RowTop vector_row_top() { return nullptr; }
 }  // namespace
 
 #endif
@@ -1100,12 +1201,12 @@ std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, cons
                                                    int64_t k, int64_t n) {
   TORCH_INTERNAL_ASSERT(lp.dim() == 2 && k >= 1 && lp.size(0) % k == 0 &&
                         static_cast<int64_t>(scores.size()) == lp.size(0) && n >= 1 && n <= k * lp.size(1));
-  // Every CPU takes this path (its row scan is faster with AVX-512), so that
+  // Every CPU takes this path (its row scan is vectorised with AVX-512 or AVX2), so that
   // the order among ties does not depend on the CPU.
   if (!(lp.is_cpu() && lp.scalar_type() == torch::kFloat && lp.is_contiguous() && lp.size(1) > 0 &&
         !(lp.requires_grad() && torch::GradMode::is_enabled())))
     return beam_topk_torch(lp, scores, k, n);
-  const RowTop top = avx512_row_top() ? avx512_row_top() : row_top_scalar;
+  const RowTop top = vector_row_top() ? vector_row_top() : row_top_scalar;
   torch::NoGradGuard no_grad;
   const int64_t rows = lp.size(0), a = rows / k, v = lp.size(1), m = std::min(n, v);
   // The m best tokens of every row.

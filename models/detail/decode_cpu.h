@@ -26,11 +26,12 @@ namespace mambamt::models::detail {
 // Whether this CPU runs attend_cached (AVX2 and FMA).
 bool attend_cached_available();
 // The loops of small_batch_linear, mul_silu_inplace, rms_norm_row and the
-// fused Mamba steps come in AVX-512F and AVX2 versions, run with the
-// instruction set of the kernels' float micro-kernels (kernels/isa.h:
-// MAMBAMT_CPU_KERNELS=avx2 forces the AVX2 ones on an AVX-512 CPU, generic
-// turns them off). The row-wise selection and the head-dim-vectorised
-// attention passes are AVX-512 only.
+// fused Mamba steps and search's row-wise selection come in AVX-512F and
+// AVX2 versions, run with the instruction set of the kernels' float
+// micro-kernels (kernels/isa.h: MAMBAMT_CPU_KERNELS=avx2 forces the AVX2 ones
+// on an AVX-512 CPU, generic turns them off). attend_cached has its own
+// choice: passes vectorised over the head dim with AVX-512F, per column with
+// AVX2.
 
 // Whether small_batch_linear runs here (AVX-512F or AVX2).
 bool small_batch_linear_available();
@@ -133,7 +134,7 @@ bool mul_silu_inplace(const torch::Tensor& up, const torch::Tensor& gate);
 // The per-step selection of search: row-wise log-softmax and row-wise max of
 // (R,V) logits. LibTorch 1.13's ops took 1.2 ms (log_softmax) and 0.34 ms
 // (max over dim 1) for 16 rows of 32000 on 2 threads, 8-10% of a decode step
-// at batch 16. These run AVX-512 loops for contiguous float32 CPU tensors and
+// at batch 16. These run AVX-512 or AVX2 loops for contiguous float32 CPU tensors and
 // call the LibTorch ops otherwise (other devices, dtypes, layouts, CPUs).
 //   log_softmax_rows: as torch::log_softmax(x, 1), up to float rounding.
 //   max_rows: as x.max(1): the largest value of each row and its first index;
@@ -148,7 +149,7 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x);
 // gives (topk orders ties either way; this puts the lower flat index first),
 // with n <= k*V. lp (A*k, V) float32. A candidate must be among the n best
 // of its own beam's row, so each row is scanned once against a running
-// threshold (with AVX-512 where the CPU has it) and only k*n candidates per
+// threshold (vectorised with AVX-512 or AVX2) and only k*n candidates per
 // source are sorted. For 16 sources of beam 5 over 32000
 // tokens on 2 threads the LibTorch expression took 14-26 ms on a loaded
 // development machine and 5.2-5.4 ms on a later one, this 0.4-0.7 and
