@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/device.h"
+#include "kernels/isa.h"
 #include "mambamt_version.h"
 
 namespace mambamt::cli {
@@ -23,6 +24,9 @@ std::string version_text() {
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
   out << "BLAS: " << (blas.empty() ? "not OpenBLAS" : "OpenBLAS, " + blas + " kernels")
       << (forced && !blas.empty() ? std::string(" (OPENBLAS_CORETYPE=") + forced + ")" : "") << "\n";
+  const char* isa = std::getenv("MAMBAMT_CPU_KERNELS");
+  out << "CPU kernels: " << kernels::cpu_isa()
+      << (isa ? std::string(" (MAMBAMT_CPU_KERNELS=") + isa + ")" : "") << "\n";
   char mpi[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
   int len = 0;
   // One of the few MPI calls allowed before MPI_Init.

@@ -27,7 +27,7 @@ std::string overview() {
   out +=
       "\nglobal options:\n"
       "  --log-level LEVEL   trace, debug, info (default), warn, error, critical, off\n"
-      "  --version           version, git revision, LibTorch, CUDA, BLAS kernels and MPI\n"
+      "  --version           version, git revision, LibTorch, CUDA, BLAS and CPU kernels, MPI\n"
       "  --help, -h          this help; `mambamt COMMAND --help` for a command\n";
   return out;
 }

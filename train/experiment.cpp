@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/signals.h"
 #include "data/corpus.h"
+#include "kernels/isa.h"
 #include "models/registry.h"
 #include "train/distributed.h"
 #include "train/evaluate.h"
@@ -229,7 +230,9 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
       s.finished = 0;
       s.total_steps = config.train.max_steps;
       st->set_status(s);
-      st->set_system(core::system_info(device));
+      std::map<std::string, std::string> system = core::system_info(device);
+      system["cpu_kernels"] = kernels::cpu_isa();
+      st->set_system(system);
       st->commit();
       spdlog::info("experiment {} ({}) attempt {} on {} with {} thread(s), {} rank(s)", id,
                    options.name.empty() ? "-" : options.name, s.attempts, device.str(), threads, group.size());

@@ -74,7 +74,7 @@ struct FloatKernels {
 };
 
 // The best kernels for this CPU. MAMBAMT_CPU_KERNELS=generic|avx2|avx512 in the
-// environment forces a set (falling back to generic if the CPU lacks it).
+// environment forces a set (where the CPU lacks it, the best set it has).
 const FloatKernels& float_kernels();
 
 // Each set, or null when this CPU (or compiler) can't run it.

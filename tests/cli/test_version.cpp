@@ -1,12 +1,27 @@
 // `mambamt --version`: version and git revision, LibTorch and CUDA, the BLAS
-// kernels OpenBLAS runs (with the OPENBLAS_CORETYPE that chose them), MPI.
+// kernels OpenBLAS runs (with the OPENBLAS_CORETYPE that chose them), our
+// own CPU kernels (with the MAMBAMT_CPU_KERNELS that chose them), MPI.
 #include <catch2/catch.hpp>
 
 #include <regex>
 #include <string>
 
 #include "core/device.h"
+#include "kernels/isa.h"
 #include "test_util.h"
+
+TEST_CASE("mambamt --version names the CPU kernels and who chose them", "[cli]") {
+  // Chosen at run time from the CPU; MAMBAMT_CPU_KERNELS forces a set, and
+  // generic runs on every CPU.
+  CommandResult own = run_shell("env -u MAMBAMT_CPU_KERNELS " + mambamt_binary() + " --version");
+  INFO(own.output);
+  REQUIRE(own.code == 0);
+  CHECK(own.output.find("\nCPU kernels: " + mambamt::kernels::cpu_isa() + "\n") != std::string::npos);
+  CommandResult forced = run_shell("MAMBAMT_CPU_KERNELS=generic " + mambamt_binary() + " --version");
+  INFO(forced.output);
+  REQUIRE(forced.code == 0);
+  CHECK(forced.output.find("\nCPU kernels: generic (MAMBAMT_CPU_KERNELS=generic)\n") != std::string::npos);
+}
 
 TEST_CASE("mambamt --version names the BLAS kernels OpenBLAS runs and who chose them", "[cli]") {
   const bool openblas = !mambamt::core::blas_core().empty();

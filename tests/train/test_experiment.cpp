@@ -19,6 +19,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "core/store.h"
+#include "kernels/isa.h"
 #include "results/contrastive.h"
 #include "results/segments.h"
 #include "train/decode.h"
@@ -490,6 +491,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK_THAT(s.texts["comet"], Catch::StartsWith("scored by comet-score (its default model) on the ") &&
                                    Catch::EndsWith("PU, segment by segment"));
   for (const char* k : {"host", "torch", "device"}) CHECK(s.system.count(k));
+  CHECK(s.system.at("cpu_kernels") == mambamt::kernels::cpu_isa());
   // Hypotheses: one line per test segment (the buckets' counts add up to them).
   REQUIRE(fs::exists(dir + "/hyp/test.txt"));
   double segments = 0;
