@@ -8,9 +8,8 @@
 // micro-kernel (cpu/simd.h: scan, scan_states, scan_bwd) that keeps up to 64
 // (AVX-512) or 32 (AVX2) float states in registers across positions with the
 // exps computed in place (float64 takes the portable versions,
-// cpu/simd_generic.h). The backward
-// pass recomputes the states of each kScanCheckpointLen segment from
-// checkpoints saved by the forward pass.
+// cpu/simd_generic.h). The backward pass recomputes the states of each
+// kScanCheckpointLen segment from checkpoints saved by the forward pass.
 #include <ATen/Parallel.h>
 
 #include <algorithm>

@@ -11,12 +11,13 @@
 #include "test_util.h"
 
 TEST_CASE("mambamt --version names the CPU kernels and who chose them", "[cli]") {
-  // Chosen at run time from the CPU; MAMBAMT_CPU_KERNELS forces a set, and
-  // generic runs on every CPU.
-  CommandResult own = run_shell("env -u MAMBAMT_CPU_KERNELS " + mambamt_binary() + " --version");
+  // Chosen at run time from the CPU (as in this process, whose environment
+  // the binary inherits); MAMBAMT_CPU_KERNELS forces a set, and generic runs
+  // on every CPU.
+  CommandResult own = run_shell(mambamt_binary() + " --version");
   INFO(own.output);
   REQUIRE(own.code == 0);
-  CHECK(own.output.find("\nCPU kernels: " + mambamt::kernels::cpu_isa() + "\n") != std::string::npos);
+  CHECK(own.output.find("\nCPU kernels: " + mambamt::kernels::cpu_isa()) != std::string::npos);
   CommandResult forced = run_shell("MAMBAMT_CPU_KERNELS=generic " + mambamt_binary() + " --version");
   INFO(forced.output);
   REQUIRE(forced.code == 0);
