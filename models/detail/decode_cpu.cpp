@@ -626,7 +626,8 @@ __attribute__((target("avx2,fma"))) bool row_top_256(const float* x, int64_t n, 
   for (; j + 8 <= n; j += 8) {
     const __m256 v = _mm256_loadu_ps(x + j);
     unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    unsigned above = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(val[m - 1]), _CMP_GT_OQ)));
+    const __m256 above_last = _mm256_cmp_ps(v, _mm256_set1_ps(val[m - 1]), _CMP_GT_OQ);
+    unsigned above = static_cast<unsigned>(_mm256_movemask_ps(above_last));
     while (above) {
       const int bit = __builtin_ctz(above);
       top.insert(x[j + bit], j + bit);
