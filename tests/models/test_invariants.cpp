@@ -63,6 +63,25 @@ TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][inv
   }
 }
 
+namespace {
+
+// Steps m through batch's targets under bf16 autocast against its
+// teacher-forced logits under the same autocast, within tol.
+void check_bf16_steps(const ModelPtr& m, const TestBatch& batch, double tol) {
+  torch::NoGradGuard no_grad;
+  const core::Bf16Autocast autocast(c10::DeviceType::CPU);
+  torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
+  InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
+  for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+    torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat);
+    torch::Tensor real = batch.tgt_mask.select(1, t);
+    INFO("position " << t);
+    CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= tol);
+  }
+}
+
+}  // namespace
+
 // Evaluation on a GPU decodes under bf16 autocast: the projections' outputs
 // come out in bf16 while the decoding states are created in the parameters'
 // float32 (seen on an H200: every hybrid failed its evaluation with
@@ -81,24 +100,16 @@ TEST_CASE("under bf16 autocast step-by-step decoding follows teacher forcing", "
   };
   for (const KindVariant& v : kinds) {
     SECTION(v.name) {
-      ModelPtr m = tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary);
-      torch::NoGradGuard no_grad;
-      const core::Bf16Autocast autocast(c10::DeviceType::CPU);
-      torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
-      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat);
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        INFO("position " << t);
-        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= bf16_decode_tolerance(v.kind));
-      }
+      check_bf16_steps(tiny_model(tiny_config(v.kind, v.extra), kVocab, v.boundary), batch,
+                       bf16_decode_tolerance(v.kind));
     }
   }
 }
 
 // The same for a Mamba-1 model at a batch of more than 256 rows: there its
 // step's x_proj and dt_proj products go to LibTorch's mm, whose autocast
-// output is bf16, as on a GPU (and on CPUs without AVX-512 at any batch).
+// output is bf16, as on a GPU (and, at any batch, on CPUs with neither
+// AVX-512 nor AVX2, or with MAMBAMT_CPU_KERNELS=generic).
 TEST_CASE("under bf16 autocast a Mamba-1 step follows teacher forcing where its projections come out in bf16",
           "[models][invariant]") {
   std::vector<int64_t> src_len, tgt_len;
@@ -106,18 +117,8 @@ TEST_CASE("under bf16 autocast a Mamba-1 step follows teacher forcing where its 
     src_len.push_back(2 + i % 5);
     tgt_len.push_back(1 + i % 3);
   }
-  TestBatch batch = make_batch(src_len, tgt_len);
-  ModelPtr m = tiny_model(tiny_config("hybrid", "mamba_version = 1\n"), kVocab);
-  torch::NoGradGuard no_grad;
-  const core::Bf16Autocast autocast(c10::DeviceType::CPU);
-  torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask).to(torch::kFloat);
-  InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-  for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-    torch::Tensor step = m->step(st, batch.tgt_in.select(1, t)).to(torch::kFloat);
-    torch::Tensor real = batch.tgt_mask.select(1, t);
-    INFO("position " << t);
-    CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= bf16_decode_tolerance("hybrid"));
-  }
+  check_bf16_steps(tiny_model(tiny_config("hybrid", "mamba_version = 1\n"), kVocab), make_batch(src_len, tgt_len),
+                   bf16_decode_tolerance("hybrid"));
 }
 
 TEST_CASE("prefill of a target prefix leaves the state that stepping through it leaves", "[models][invariant]") {
