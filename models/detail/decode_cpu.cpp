@@ -156,41 +156,108 @@ __attribute__((target("avx2,fma"))) float dot(const float* a, const float* b, in
   return out;
 }
 
-// y += a * x over d values.
-__attribute__((target("avx2,fma"))) void axpy(float a, const float* x, float* y, int64_t d) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= d; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < d; ++i) y[i] += a * x[i];
+// Lanes [0, m) of a vector of 8 set (m in 1..8): the mask of
+// _mm256_maskload_ps, which reads nothing of the lanes left out.
+__attribute__((target("avx2,fma"))) inline __m256i lanes_256(int64_t m) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // Scores of heads [begin, end) of (B*H): s[j] = q . k[j] * scale, or the lowest
 // float at an invalid column (what models::attend's masked_fill puts there).
-__attribute__((target("avx2,fma"))) void score_heads(const float* q, const float* k, const bool* valid, float* s,
-                                                      int64_t begin, int64_t end, int64_t heads, int64_t cap,
-                                                      int64_t n, int64_t dh, float scale) {
+// Four columns at a time: four dot products over the head dim's vectors of 8
+// (the last one loaded under a mask, so no column needs a scalar tail), then
+// one horizontal sum for the four. An invalid column's score is computed and
+// replaced (its K lies inside the first n columns, so it is readable).
+__attribute__((target("avx2,fma"))) void score_heads_256(const float* q, const float* k, const bool* valid, float* s,
+                                                          int64_t begin, int64_t end, int64_t heads, int64_t cap,
+                                                          int64_t n, int64_t dh, float scale) {
   const float lowest = std::numeric_limits<float>::lowest();
+  const int64_t full = dh / 8, rest = dh - 8 * full;
+  const __m256i tail = lanes_256(rest > 0 ? rest : 8);
+  const __m128 sv = _mm_set1_ps(scale);
   for (int64_t bh = begin; bh < end; ++bh) {
     const float* qi = q + bh * dh;
     const float* ki = k + bh * cap * dh;
     const bool* vi = valid + (bh / heads) * cap;
     float* si = s + bh * n;
-    for (int64_t j = 0; j < n; ++j) si[j] = vi[j] ? dot(qi, ki + j * dh, dh) * scale : lowest;
+    const __m256 qt = rest ? _mm256_maskload_ps(qi + 8 * full, tail) : _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* kj = ki + j * dh;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t c = 0; c < full; ++c) {
+        const __m256 qc = _mm256_loadu_ps(qi + 8 * c);
+        a0 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kj + 8 * c), a0);
+        a1 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kj + dh + 8 * c), a1);
+        a2 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kj + 2 * dh + 8 * c), a2);
+        a3 = _mm256_fmadd_ps(qc, _mm256_loadu_ps(kj + 3 * dh + 8 * c), a3);
+      }
+      if (rest) {
+        const float* kt = kj + 8 * full;
+        a0 = _mm256_fmadd_ps(qt, _mm256_maskload_ps(kt, tail), a0);
+        a1 = _mm256_fmadd_ps(qt, _mm256_maskload_ps(kt + dh, tail), a1);
+        a2 = _mm256_fmadd_ps(qt, _mm256_maskload_ps(kt + 2 * dh, tail), a2);
+        a3 = _mm256_fmadd_ps(qt, _mm256_maskload_ps(kt + 3 * dh, tail), a3);
+      }
+      // [a0 a1 a2 a3] of each 128-bit half, then the two halves added.
+      const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+      const __m128 sums = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      _mm_storeu_ps(si + j, _mm_mul_ps(sums, sv));
+      for (int64_t c = j; c < j + 4; ++c)
+        if (!vi[c]) si[c] = lowest;
+    }
+    for (; j < n; ++j) {
+      if (!vi[j]) {
+        si[j] = lowest;
+        continue;
+      }
+      const float* kj = ki + j * dh;
+      __m256 a = _mm256_setzero_ps();
+      for (int64_t c = 0; c < full; ++c)
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(qi + 8 * c), _mm256_loadu_ps(kj + 8 * c), a);
+      if (rest) a = _mm256_fmadd_ps(qt, _mm256_maskload_ps(kj + 8 * full, tail), a);
+      si[j] = hsum_256(a) * scale;
+    }
   }
 }
 
-// y[bh] = sum_j p[bh][j] v[bh][j] for heads [begin, end); columns of weight 0
-// (masked) are not read.
-__attribute__((target("avx2,fma"))) void value_heads(const float* p, const float* v, float* y, int64_t begin,
-                                                      int64_t end, int64_t cap, int64_t n, int64_t dh) {
-  for (int64_t bh = begin; bh < end; ++bh) {
-    const float* pi = p + bh * n;
-    const float* vi = v + bh * cap * dh;
-    float* yi = y + bh * dh;
-    for (int64_t j = 0; j < n; ++j)
-      if (pi[j] != 0.0f) axpy(pi[j], vi + j * dh, yi, dh);
+// One head's output over C vectors of its head dim (from `off`, the last one
+// masked to `last` lanes): y = sum_j p[j] v[j], the sums held in registers;
+// columns of weight 0 (masked) are not read.
+template <int C>
+__attribute__((target("avx2,fma"))) void value_chunk_256(const float* p, const float* v, float* y, int64_t n,
+                                                          int64_t dh, int64_t off, int64_t last) {
+  const __m256i tail = lanes_256(last);
+  __m256 acc[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    if (p[j] == 0.0f) continue;
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const float* vj = v + j * dh + off;
+#pragma GCC unroll 8
+    for (int c = 0; c < C - 1; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+    acc[C - 1] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(vj + 8 * (C - 1), tail), acc[C - 1]);
   }
+#pragma GCC unroll 8
+  for (int c = 0; c < C - 1; ++c) _mm256_storeu_ps(y + off + 8 * c, acc[c]);
+  _mm256_maskstore_ps(y + off + 8 * (C - 1), tail, acc[C - 1]);
+}
+
+// y[bh] = sum_j p[bh][j] v[bh][j] for heads [begin, end): the head dim in
+// chunks of up to 8 vectors (64 values), each a pass over the head's weights
+// with its sums in registers.
+__attribute__((target("avx2,fma"))) void value_heads_256(const float* p, const float* v, float* y, int64_t begin,
+                                                          int64_t end, int64_t cap, int64_t n, int64_t dh) {
+  using Chunk = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t);
+  static constexpr Chunk chunks[8] = {value_chunk_256<1>, value_chunk_256<2>, value_chunk_256<3>,
+                                      value_chunk_256<4>, value_chunk_256<5>, value_chunk_256<6>,
+                                      value_chunk_256<7>, value_chunk_256<8>};
+  for (int64_t bh = begin; bh < end; ++bh)
+    for (int64_t off = 0; off < dh; off += 64) {
+      const int64_t len = std::min<int64_t>(64, dh - off), vectors = (len + 7) / 8;
+      chunks[vectors - 1](p + bh * n, v + bh * cap * dh, y + bh * dh, n, dh, off, len - 8 * (vectors - 1));
+    }
 }
 
 // Softmax of the score rows of heads [begin, end) (n columns each), in place,
@@ -221,10 +288,10 @@ void softmax_rows(float* s, int64_t begin, int64_t end, int64_t n) {
 
 // The same two passes with a head's query, and its output, held in C vectors
 // of 16 (the last one masked to the head dim), so no column needs a scalar
-// tail or a round trip of the output through memory. With AVX2 the hybrid's
-// head dim 44 (two vectors of 16, one of 8 and 4 scalars per column, then a
-// horizontal sum) ran at 6.5-8.2 GB/s from the L2 cache on one core, head dim 64
-// at 10.6-14.2 GB/s.
+// tail or a round trip of the output through memory. Per-column AVX2 loops
+// (a dot product and a horizontal sum per column, the output added to in
+// memory) ran the hybrid's head dim 44 at 6.5-8.2 GB/s from the L2 cache on
+// one core, head dim 64 at 10.6-14.2 GB/s.
 template <int C>
 __attribute__((target("avx512f"))) void score_heads_512(const float* q, const float* k, const bool* valid, float* s,
                                                         int64_t begin, int64_t end, int64_t heads, int64_t cap,
@@ -929,10 +996,7 @@ bool rows_fast(const torch::Tensor& x) {
 
 }  // namespace
 
-bool attend_cached_available() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
+bool attend_cached_available() { return has_avx2(); }
 
 bool small_batch_linear_available() { return has_avx2(); }
 
@@ -977,8 +1041,7 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
   const bool* valid_p = valid.data_ptr<bool>();
   float* sp = scores.data_ptr<float>();
   const AttendPasses* fast = attend_passes_512(dh);
-  // The AVX-512 value pass writes every output; the AVX2 one adds to it.
-  torch::Tensor y = fast ? torch::empty({b, h, dh}, k.options()) : torch::zeros({b, h, dh}, k.options());
+  torch::Tensor y = torch::empty({b, h, dh}, k.options());
   float* yp = y.data_ptr<float>();
   // Each head goes through scores, softmax and values in turn: one parallel
   // region, and the head's score row is still in cache for the value pass.
@@ -1004,9 +1067,9 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
         softmax_rows_512(sp, i, i + 1, n);
         fast->value(sp, vp, yp, i, i + 1, cap, n, dh);
       } else {
-        score_heads(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
+        score_heads_256(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
         softmax_rows(sp, i, i + 1, n);
-        value_heads(sp, vp, yp, i, i + 1, cap, n, dh);
+        value_heads_256(sp, vp, yp, i, i + 1, cap, n, dh);
       }
     }
   });

@@ -23,15 +23,15 @@
 
 namespace mambamt::models::detail {
 
-// Whether this CPU runs attend_cached (AVX2 and FMA).
+// The loops of attend_cached, small_batch_linear, mul_silu_inplace,
+// rms_norm_row and the fused Mamba steps and search's row-wise selection come
+// in AVX-512F and AVX2 versions, run with the instruction set of the kernels'
+// float micro-kernels (kernels/isa.h: MAMBAMT_CPU_KERNELS=avx2 forces the
+// AVX2 ones on an AVX-512 CPU, generic turns them off). attend_cached's
+// AVX-512 passes take head dims up to 128 (larger ones run the AVX2 passes).
+
+// Whether attend_cached runs here (AVX-512F or AVX2 in use).
 bool attend_cached_available();
-// The loops of small_batch_linear, mul_silu_inplace, rms_norm_row and the
-// fused Mamba steps and search's row-wise selection come in AVX-512F and
-// AVX2 versions, run with the instruction set of the kernels' float
-// micro-kernels (kernels/isa.h: MAMBAMT_CPU_KERNELS=avx2 forces the AVX2 ones
-// on an AVX-512 CPU, generic turns them off). attend_cached has its own
-// choice: passes vectorised over the head dim with AVX-512F, per column with
-// AVX2.
 
 // Whether small_batch_linear runs here (AVX-512F or AVX2).
 bool small_batch_linear_available();

@@ -213,25 +213,30 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
   torch::NoGradGuard no_grad;
   torch::manual_seed(12);
   SECTION("attention of one query over a KV cache") {
-    if (!models::detail::attend_cached_available()) return;  // the step keeps models::attend
-    // AVX-512 passes up to head dim 128 (one to eight vectors, the last one
-    // masked), the AVX2 ones above it; the softmax over whole vectors of 16
-    // columns, a masked tail, or both.
-    for (int64_t dh : {5, 16, 44, 64, 128, 136})
-    for (int64_t n : {1, 29, 32}) {
-      const int64_t b = 3, h = 2, cap = 37;
-      torch::Tensor q = torch::randn({b, h, 1, dh}), k = torch::randn({b, h, cap, dh});
-      torch::Tensor v = torch::randn({b, h, cap, dh});
-      // The cache's unused capacity may hold anything: it must not be read.
-      k.narrow(2, n, cap - n).fill_(std::numeric_limits<float>::quiet_NaN());
-      v.narrow(2, n, cap - n).fill_(std::numeric_limits<float>::quiet_NaN());
-      torch::Tensor valid = torch::rand({b, cap}).gt(0.3);
-      valid[2].zero_();  // a row without a valid column: uniform weights, as attend
-      torch::Tensor want = attend(q, k.narrow(2, 0, n), v.narrow(2, 0, n), valid.narrow(1, 0, n).view({b, 1, 1, n}),
-                                  0.0, false);
-      torch::Tensor got = models::detail::attend_cached(q, k, v, valid, n);
-      INFO("head dim " << dh << ", columns " << n);
-      CHECK(rel_err(got, want.view({b, h, dh})) <= 1e-5);
+    // Without it the step keeps models::attend.
+    if (models::detail::attend_cached_available()) {
+      // AVX-512 passes up to head dim 128 (one to eight vectors, the last one
+      // masked), the AVX2 ones above it; the AVX2 passes (this test under
+      // MAMBAMT_CPU_KERNELS=avx2, or on a CPU without AVX-512) in vectors of 8
+      // with a masked tail, in chunks of 64 (128, 136) and blocks of 4 columns
+      // with a scalar remainder (29) or none (32); the softmax over whole
+      // vectors of 16 columns, a masked tail, or both.
+      for (int64_t dh : {5, 16, 44, 64, 128, 136})
+      for (int64_t n : {1, 29, 32}) {
+        const int64_t b = 3, h = 2, cap = 37;
+        torch::Tensor q = torch::randn({b, h, 1, dh}), k = torch::randn({b, h, cap, dh});
+        torch::Tensor v = torch::randn({b, h, cap, dh});
+        // The cache's unused capacity may hold anything: it must not be read.
+        k.narrow(2, n, cap - n).fill_(std::numeric_limits<float>::quiet_NaN());
+        v.narrow(2, n, cap - n).fill_(std::numeric_limits<float>::quiet_NaN());
+        torch::Tensor valid = torch::rand({b, cap}).gt(0.3);
+        valid[2].zero_();  // a row without a valid column: uniform weights, as attend
+        torch::Tensor want = attend(q, k.narrow(2, 0, n), v.narrow(2, 0, n), valid.narrow(1, 0, n).view({b, 1, 1, n}),
+                                    0.0, false);
+        torch::Tensor got = models::detail::attend_cached(q, k, v, valid, n);
+        INFO("head dim " << dh << ", columns " << n);
+        CHECK(rel_err(got, want.view({b, h, dh})) <= 1e-5);
+      }
     }
   }
   SECTION("search's row-wise log-softmax and max") {
@@ -317,152 +322,159 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     }
   }
   SECTION("a Mamba-2 mixer's step in one pass") {
-    if (!models::detail::mamba2_step_available()) return;  // the step keeps the kernels' steps
-    // Against SsdCore::step (causal_conv1d_step, ssd_step, RMSNorm) over
-    // several steps from a random state: state sizes below one vector, with
-    // a masked tail, in blocks of 32 and one more of 16; groups; conv widths
-    // 2-4; dt below and above softplus's linear threshold.
-    struct Case { int64_t d_state, headdim, ngroups, d_conv, batch; };
-    for (const Case& k : std::vector<Case>{{8, 16, 1, 4, 3}, {24, 16, 2, 3, 5}, {48, 32, 1, 2, 1},
-                                           {64, 64, 1, 4, 4}, {16, 8, 4, 4, 2}}) {
-      SsdCore core(MambaOptions(64).d_state(k.d_state).headdim(k.headdim).ngroups(k.ngroups).d_conv(k.d_conv));
-      core->A_log.uniform_(-1.0, 1.5);
-      core->D.normal_();
-      core->dt_bias.normal_();
-      core->conv_bias.normal_();
-      core->norm->weight.uniform_(0.5, 1.5);
+    // Without it the step keeps the kernels' steps.
+    if (models::detail::mamba2_step_available()) {
+      // Against SsdCore::step (causal_conv1d_step, ssd_step, RMSNorm) over
+      // several steps from a random state: state sizes below one vector, with
+      // a masked tail, in blocks of 32 and one more of 16; groups; conv widths
+      // 2-4; dt below and above softplus's linear threshold.
+      struct Case { int64_t d_state, headdim, ngroups, d_conv, batch; };
+      for (const Case& k : std::vector<Case>{{8, 16, 1, 4, 3}, {24, 16, 2, 3, 5}, {48, 32, 1, 2, 1},
+                                             {64, 64, 1, 4, 4}, {16, 8, 4, 4, 2}}) {
+        SsdCore core(MambaOptions(64).d_state(k.d_state).headdim(k.headdim).ngroups(k.ngroups).d_conv(k.d_conv));
+        core->A_log.uniform_(-1.0, 1.5);
+        core->D.normal_();
+        core->dt_bias.normal_();
+        core->conv_bias.normal_();
+        core->norm->weight.uniform_(0.5, 1.5);
+        const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
+        MambaState fused, ref;
+        core->init_state(fused, k.batch, torch::TensorOptions());
+        randomize_twin(fused, ref);
+        for (int step = 0; step < 3; ++step) {
+          // A wider buffer, so rows have a stride beyond their width.
+          torch::Tensor zxbcdt = torch::randn({k.batch, di + c + h + 3}).narrow(1, 0, di + c + h);
+          zxbcdt.narrow(1, di + c, h)[0][0] = 25.0;  // softplus(dt) = dt
+          torch::Tensor got = core->step_fused(zxbcdt, fused);
+          torch::Tensor want =
+              core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
+          INFO("d_state " << k.d_state << ", headdim " << k.headdim << ", groups " << k.ngroups << ", conv "
+                          << k.d_conv << ", step " << step);
+          REQUIRE(got.defined());
+          CHECK(rel_err(got, want) <= 1e-5);
+          CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
+          CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+        }
+      }
+      // Many rows on 2 threads.
+      SsdCore core(MambaOptions(32).d_state(16).headdim(16));
       const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
       MambaState fused, ref;
-      core->init_state(fused, k.batch, torch::TensorOptions());
-      randomize_twin(fused, ref);
-      for (int step = 0; step < 3; ++step) {
-        // A wider buffer, so rows have a stride beyond their width.
-        torch::Tensor zxbcdt = torch::randn({k.batch, di + c + h + 3}).narrow(1, 0, di + c + h);
-        zxbcdt.narrow(1, di + c, h)[0][0] = 25.0;  // softplus(dt) = dt
-        torch::Tensor got = core->step_fused(zxbcdt, fused);
-        torch::Tensor want = core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
-        INFO("d_state " << k.d_state << ", headdim " << k.headdim << ", groups " << k.ngroups << ", conv "
-                        << k.d_conv << ", step " << step);
-        REQUIRE(got.defined());
-        CHECK(rel_err(got, want) <= 1e-5);
-        CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
-        CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      core->init_state(fused, 33, torch::TensorOptions());
+      core->init_state(ref, 33, torch::TensorOptions());
+      torch::Tensor zxbcdt = torch::randn({33, di + c + h});
+      const int saved = torch::get_num_threads();
+      torch::set_num_threads(2);
+      torch::Tensor got = core->step_fused(zxbcdt, fused);
+      torch::set_num_threads(saved);
+      torch::Tensor want =
+          core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
+      CHECK(rel_err(got, want) <= 1e-5);
+      CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      // It takes the states a prefill leaves (the usual start of a decode), and
+      // they go on as stepping would have left them.
+      {
+        torch::Tensor xBC = torch::randn({3, 6, c}), dt = torch::randn({3, 6, h}), z = torch::randn({3, 6, di});
+        MambaState pre, stepped;
+        core->forward(xBC, dt, z, torch::Tensor(), &pre);
+        core->init_state(stepped, 3, torch::TensorOptions());
+        for (int64_t t = 0; t < 6; ++t) core->step(xBC.select(1, t), dt.select(1, t), z.select(1, t), stepped);
+        torch::Tensor next = torch::randn({3, di + c + h});
+        torch::Tensor from_prefill = core->step_fused(next, pre);
+        REQUIRE(from_prefill.defined());
+        CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, c), next.narrow(1, di + c, h), next.narrow(1, 0, di),
+                                               stepped)) <= 1e-4);
       }
-    }
-    // Many rows on 2 threads.
-    SsdCore core(MambaOptions(32).d_state(16).headdim(16));
-    const int64_t di = core->options.d_inner(), c = core->options.conv_dim_v2(), h = core->options.nheads();
-    MambaState fused, ref;
-    core->init_state(fused, 33, torch::TensorOptions());
-    core->init_state(ref, 33, torch::TensorOptions());
-    torch::Tensor zxbcdt = torch::randn({33, di + c + h});
-    const int saved = torch::get_num_threads();
-    torch::set_num_threads(2);
-    torch::Tensor got = core->step_fused(zxbcdt, fused);
-    torch::set_num_threads(saved);
-    torch::Tensor want = core->step(zxbcdt.narrow(1, di, c), zxbcdt.narrow(1, di + c, h), zxbcdt.narrow(1, 0, di), ref);
-    CHECK(rel_err(got, want) <= 1e-5);
-    CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
-    // It takes the states a prefill leaves (the usual start of a decode), and
-    // they go on as stepping would have left them.
-    {
-      torch::Tensor xBC = torch::randn({3, 6, c}), dt = torch::randn({3, 6, h}), z = torch::randn({3, 6, di});
-      MambaState pre, stepped;
-      core->forward(xBC, dt, z, torch::Tensor(), &pre);
-      core->init_state(stepped, 3, torch::TensorOptions());
-      for (int64_t t = 0; t < 6; ++t) core->step(xBC.select(1, t), dt.select(1, t), z.select(1, t), stepped);
-      torch::Tensor next = torch::randn({3, di + c + h});
-      torch::Tensor from_prefill = core->step_fused(next, pre);
-      REQUIRE(from_prefill.defined());
-      CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, c), next.narrow(1, di + c, h), next.narrow(1, 0, di),
-                                             stepped)) <= 1e-4);
-    }
-    // With gradients, or in float64, the fused pass declines.
-    MambaState d;
-    core->init_state(d, 2, torch::TensorOptions());
-    {
-      torch::AutoGradMode grad(true);
+      // With gradients, or in float64, the fused pass declines.
+      MambaState d;
+      core->init_state(d, 2, torch::TensorOptions());
+      {
+        torch::AutoGradMode grad(true);
+        CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}), d).defined());
+      }
+      core->init_state(d, 2, torch::TensorOptions().dtype(torch::kDouble));
+      CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}, torch::kDouble), d).defined());
+      // Nor does it write through a state that is not contiguous.
+      core->init_state(d, 2, torch::TensorOptions());
+      d.conv = torch::zeros({2, d.conv.size(2), d.conv.size(1)}).transpose(1, 2);
       CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}), d).defined());
     }
-    core->init_state(d, 2, torch::TensorOptions().dtype(torch::kDouble));
-    CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}, torch::kDouble), d).defined());
-    // Nor does it write through a state that is not contiguous.
-    core->init_state(d, 2, torch::TensorOptions());
-    d.conv = torch::zeros({2, d.conv.size(2), d.conv.size(1)}).transpose(1, 2);
-    CHECK_FALSE(core->step_fused(torch::randn({2, di + c + h}), d).defined());
   }
   SECTION("a Mamba-1 mixer's step in one pass") {
-    if (!models::detail::mamba1_step_available(16)) return;  // the step keeps the kernels' steps
-    // Against SelectiveCore::step (causal_conv1d_step, x_proj, dt_proj,
-    // selective_scan_step) over several steps from a random state: state
-    // sizes of one to four vectors, inner widths with and without a vector
-    // tail, dt ranks below and above one vector, conv widths 2-4.
-    struct Case { int64_t d_model, d_state, d_conv, dt_rank, batch; };
-    for (const Case& k : std::vector<Case>{{64, 16, 4, 0, 3}, {40, 32, 3, 20, 5}, {48, 64, 2, 3, 1}, {24, 48, 4, 0, 2}}) {
-      SelectiveCore core(MambaOptions(k.d_model).version(1).d_state(k.d_state).d_conv(k.d_conv).dt_rank(k.dt_rank));
-      core->A_log.add_(torch::randn_like(core->A_log) * 0.3);
-      core->D.normal_();
-      core->dt_proj->bias.normal_();
-      core->conv_bias.normal_();
+    // Without it the step keeps the kernels' steps.
+    if (models::detail::mamba1_step_available(16)) {
+      // Against SelectiveCore::step (causal_conv1d_step, x_proj, dt_proj,
+      // selective_scan_step) over several steps from a random state: state
+      // sizes of one to four vectors, inner widths with and without a vector
+      // tail, dt ranks below and above one vector, conv widths 2-4.
+      struct Case { int64_t d_model, d_state, d_conv, dt_rank, batch; };
+      for (const Case& k :
+           std::vector<Case>{{64, 16, 4, 0, 3}, {40, 32, 3, 20, 5}, {48, 64, 2, 3, 1}, {24, 48, 4, 0, 2}}) {
+        SelectiveCore core(MambaOptions(k.d_model).version(1).d_state(k.d_state).d_conv(k.d_conv).dt_rank(k.dt_rank));
+        core->A_log.add_(torch::randn_like(core->A_log) * 0.3);
+        core->D.normal_();
+        core->dt_proj->bias.normal_();
+        core->conv_bias.normal_();
+        const int64_t di = core->options.d_inner();
+        MambaState fused, ref;
+        core->init_state(fused, k.batch, torch::TensorOptions());
+        randomize_twin(fused, ref);
+        for (int step = 0; step < 3; ++step) {
+          // The fused step keeps -exp(A_log) from its first call; an in-place
+          // change of A_log (an optimizer step, a checkpoint load) must reach it.
+          if (step == 2) {
+            torch::NoGradGuard no_grad;
+            core->A_log.mul_(0.5);
+          }
+          torch::Tensor xz = torch::randn({k.batch, 2 * di + 5}).narrow(1, 0, 2 * di);
+          torch::Tensor got = core->step_fused(xz, fused);
+          torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
+          INFO("d_model " << k.d_model << ", d_state " << k.d_state << ", conv " << k.d_conv << ", dt rank "
+                          << core->options.rank() << ", step " << step);
+          REQUIRE(got.defined());
+          CHECK(rel_err(got, want) <= 1e-5);
+          CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
+          CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+        }
+      }
+      // Many rows on 2 threads.
+      SelectiveCore core(MambaOptions(32).version(1).d_state(16));
       const int64_t di = core->options.d_inner();
       MambaState fused, ref;
-      core->init_state(fused, k.batch, torch::TensorOptions());
-      randomize_twin(fused, ref);
-      for (int step = 0; step < 3; ++step) {
-        // The fused step keeps -exp(A_log) from its first call; an in-place
-        // change of A_log (an optimizer step, a checkpoint load) must reach it.
-        if (step == 2) {
-          torch::NoGradGuard no_grad;
-          core->A_log.mul_(0.5);
-        }
-        torch::Tensor xz = torch::randn({k.batch, 2 * di + 5}).narrow(1, 0, 2 * di);
-        torch::Tensor got = core->step_fused(xz, fused);
-        torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
-        INFO("d_model " << k.d_model << ", d_state " << k.d_state << ", conv " << k.d_conv << ", dt rank "
-                        << core->options.rank() << ", step " << step);
-        REQUIRE(got.defined());
-        CHECK(rel_err(got, want) <= 1e-5);
-        CHECK(rel_err(fused.conv, ref.conv) <= 1e-6);
-        CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      core->init_state(fused, 33, torch::TensorOptions());
+      core->init_state(ref, 33, torch::TensorOptions());
+      torch::Tensor xz = torch::randn({33, 2 * di});
+      const int saved = torch::get_num_threads();
+      torch::set_num_threads(2);
+      torch::Tensor got = core->step_fused(xz, fused);
+      torch::set_num_threads(saved);
+      torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
+      CHECK(rel_err(got, want) <= 1e-5);
+      CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
+      // It takes the states a prefill leaves.
+      {
+        torch::Tensor x = torch::randn({3, 6, di}), z = torch::randn({3, 6, di});
+        MambaState pre, stepped;
+        core->forward(x, z, torch::Tensor(), &pre);
+        core->init_state(stepped, 3, torch::TensorOptions());
+        for (int64_t t = 0; t < 6; ++t) core->step(x.select(1, t), z.select(1, t), stepped);
+        torch::Tensor next = torch::randn({3, 2 * di});
+        torch::Tensor from_prefill = core->step_fused(next, pre);
+        REQUIRE(from_prefill.defined());
+        CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, di), next.narrow(1, 0, di), stepped)) <= 1e-4);
       }
+      // With gradients, or a state size that is not whole vectors, the fused
+      // pass declines.
+      MambaState d;
+      core->init_state(d, 2, torch::TensorOptions());
+      {
+        torch::AutoGradMode grad(true);
+        CHECK_FALSE(core->step_fused(torch::randn({2, 2 * di}), d).defined());
+      }
+      SelectiveCore odd(MambaOptions(32).version(1).d_state(8));
+      odd->init_state(d, 2, torch::TensorOptions());
+      CHECK_FALSE(odd->step_fused(torch::randn({2, 2 * di}), d).defined());
     }
-    // Many rows on 2 threads.
-    SelectiveCore core(MambaOptions(32).version(1).d_state(16));
-    const int64_t di = core->options.d_inner();
-    MambaState fused, ref;
-    core->init_state(fused, 33, torch::TensorOptions());
-    core->init_state(ref, 33, torch::TensorOptions());
-    torch::Tensor xz = torch::randn({33, 2 * di});
-    const int saved = torch::get_num_threads();
-    torch::set_num_threads(2);
-    torch::Tensor got = core->step_fused(xz, fused);
-    torch::set_num_threads(saved);
-    torch::Tensor want = core->step(xz.narrow(1, di, di), xz.narrow(1, 0, di), ref);
-    CHECK(rel_err(got, want) <= 1e-5);
-    CHECK(rel_err(fused.ssm, ref.ssm) <= 1e-5);
-    // It takes the states a prefill leaves.
-    {
-      torch::Tensor x = torch::randn({3, 6, di}), z = torch::randn({3, 6, di});
-      MambaState pre, stepped;
-      core->forward(x, z, torch::Tensor(), &pre);
-      core->init_state(stepped, 3, torch::TensorOptions());
-      for (int64_t t = 0; t < 6; ++t) core->step(x.select(1, t), z.select(1, t), stepped);
-      torch::Tensor next = torch::randn({3, 2 * di});
-      torch::Tensor from_prefill = core->step_fused(next, pre);
-      REQUIRE(from_prefill.defined());
-      CHECK(rel_err(from_prefill, core->step(next.narrow(1, di, di), next.narrow(1, 0, di), stepped)) <= 1e-4);
-    }
-    // With gradients, or a state size that is not whole vectors, the fused
-    // pass declines.
-    MambaState d;
-    core->init_state(d, 2, torch::TensorOptions());
-    {
-      torch::AutoGradMode grad(true);
-      CHECK_FALSE(core->step_fused(torch::randn({2, 2 * di}), d).defined());
-    }
-    SelectiveCore odd(MambaOptions(32).version(1).d_state(8));
-    odd->init_state(d, 2, torch::TensorOptions());
-    CHECK_FALSE(odd->step_fused(torch::randn({2, 2 * di}), d).defined());
   }
   SECTION("an attention step's rotary embedding and cache append") {
     // Head dims of one pair and of several vectors; the column written is
@@ -507,56 +519,60 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     CHECK_FALSE(models::detail::rotate_append(qkv, cs, sn, k, v, valid, 0).defined());
   }
   SECTION("SwiGLU's gate in place") {
-    if (!models::detail::small_batch_linear_available()) return;  // the MLP keeps silu and mul
-    // A step's rows (one chunk), and a prefill's (B, L, F) over several
-    // chunks of 32K values, the last one partial.
-    for (auto shape : {std::vector<int64_t>{5, 1}, {5, 16}, {5, 37}, {5, 1408}, {3, 100, 1408}}) {
-      torch::Tensor up = torch::randn(shape) * 3, gate = torch::randn(shape) * 3;
-      gate.view(-1)[0] = -100;  // silu's far tails
-      gate.view(-1)[1] = 100;
-      torch::Tensor want = torch::silu(gate) * up;
-      INFO("shape " << up.sizes());
-      REQUIRE(models::detail::mul_silu_inplace(up, gate));
-      CHECK(rel_err(up, want) <= 1e-6);
+    // Without it the MLP keeps silu and mul.
+    if (models::detail::small_batch_linear_available()) {
+      // A step's rows (one chunk), and a prefill's (B, L, F) over several
+      // chunks of 32K values, the last one partial.
+      for (auto shape : {std::vector<int64_t>{5, 1}, {5, 16}, {5, 37}, {5, 1408}, {3, 100, 1408}}) {
+        torch::Tensor up = torch::randn(shape) * 3, gate = torch::randn(shape) * 3;
+        gate.view(-1)[0] = -100;  // silu's far tails
+        gate.view(-1)[1] = 100;
+        torch::Tensor want = torch::silu(gate) * up;
+        INFO("shape " << up.sizes());
+        REQUIRE(models::detail::mul_silu_inplace(up, gate));
+        CHECK(rel_err(up, want) <= 1e-6);
+      }
+      torch::Tensor up = torch::randn({4, 6});
+      CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 5})));
+      CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({6, 4}).t()));
+      torch::AutoGradMode grad(true);
+      CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 6})));
     }
-    torch::Tensor up = torch::randn({4, 6});
-    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 5})));
-    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({6, 4}).t()));
-    torch::AutoGradMode grad(true);
-    CHECK_FALSE(models::detail::mul_silu_inplace(up, torch::randn({4, 6})));
   }
   SECTION("x W^T for a few rows") {
-    if (!models::detail::small_batch_linear_available()) return;  // linear keeps torch::mm
-    // Every row count of a greedy batch (one pass of up to 16 rows) and some
-    // of beam search's batch x beam (passes of 16 and the rest), outputs
-    // within one panel of 16, filling it, and over several with a partial
-    // last one; inputs shorter and longer than the prefetch distance.
-    for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 40, 63, 64, 80, 255, 256})
-      for (int64_t n : {1, 13, 16, 48, 100})
-        for (int64_t kd : {35, 200}) {
-          torch::Tensor x = torch::randn({b, kd}), w = torch::randn({n, kd});
-          INFO("rows " << b << ", outputs " << n << ", inputs " << kd);
-          CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
-        }
-    // Enough panels for several tasks, on 2 threads.
-    const int saved = torch::get_num_threads();
-    torch::set_num_threads(2);
-    torch::Tensor x = torch::randn({16, 35}), w = torch::randn({300, 35});
-    const double err = rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t()));
-    torch::set_num_threads(saved);
-    CHECK(err <= 1e-5);
-    // The packed copy follows the weight: an in-place update (as an
-    // optimizer step or a checkpoint load) and new storage are both seen.
-    torch::Tensor before = models::detail::small_batch_linear(x, w);
-    w.mul_(-2.0).add_(0.5);
-    CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
-    CHECK(rel_err(models::detail::small_batch_linear(x, w), before) > 0.5);
-    w.set_data(torch::randn({300, 35}));
-    CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
-    // Weights that die and new ones that may take their place.
-    for (int i = 0; i < 20; ++i) {
-      torch::Tensor t = torch::randn({50, 35});
-      CHECK(rel_err(models::detail::small_batch_linear(x, t), torch::mm(x, t.t())) <= 1e-5);
+    // Without it linear keeps torch::mm.
+    if (models::detail::small_batch_linear_available()) {
+      // Every row count of a greedy batch (one pass of up to 16 rows) and some
+      // of beam search's batch x beam (passes of 16 and the rest), outputs
+      // within one panel of 16, filling it, and over several with a partial
+      // last one; inputs shorter and longer than the prefetch distance.
+      for (int64_t b : {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 31, 32, 33, 40, 63, 64, 80, 255, 256})
+        for (int64_t n : {1, 13, 16, 48, 100})
+          for (int64_t kd : {35, 200}) {
+            torch::Tensor x = torch::randn({b, kd}), w = torch::randn({n, kd});
+            INFO("rows " << b << ", outputs " << n << ", inputs " << kd);
+            CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+          }
+      // Enough panels for several tasks, on 2 threads.
+      const int saved = torch::get_num_threads();
+      torch::set_num_threads(2);
+      torch::Tensor x = torch::randn({16, 35}), w = torch::randn({300, 35});
+      const double err = rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t()));
+      torch::set_num_threads(saved);
+      CHECK(err <= 1e-5);
+      // The packed copy follows the weight: an in-place update (as an
+      // optimizer step or a checkpoint load) and new storage are both seen.
+      torch::Tensor before = models::detail::small_batch_linear(x, w);
+      w.mul_(-2.0).add_(0.5);
+      CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+      CHECK(rel_err(models::detail::small_batch_linear(x, w), before) > 0.5);
+      w.set_data(torch::randn({300, 35}));
+      CHECK(rel_err(models::detail::small_batch_linear(x, w), torch::mm(x, w.t())) <= 1e-5);
+      // Weights that die and new ones that may take their place.
+      for (int i = 0; i < 20; ++i) {
+        torch::Tensor t = torch::randn({50, 35});
+        CHECK(rel_err(models::detail::small_batch_linear(x, t), torch::mm(x, t.t())) <= 1e-5);
+      }
     }
   }
 }
