@@ -449,18 +449,33 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
 // The same with AVX2: a panel's column is two vectors of 8, so a pass takes
 // up to 6 rows (12 accumulators, 2 for the column, 1 for the broadcast of the
 // 16 registers), and a batch of 16 rows reads each panel three times, the
-// later passes from L1 or L2.
+// later passes from L1 or L2. Each pass asks the memory for its share of the
+// next panel (`ahead`: one line every `every` columns, `every` the number of
+// passes), so the next panel streams in while all passes over this one
+// compute (a task's first panel is left to the hardware prefetcher; a share
+// that runs past the packed copy asks for lines that are never read, and a
+// prefetch never faults). With only the first pass prefetching (its own panel, 96 columns
+// ahead, as the AVX-512 pass), the memory sat idle during the passes that
+// read the cache: the 32000 x 352 output projection at batch 16 on 2 threads
+// took 4895-5394 us (median 5252) against 3739-5266 us (median 4239) now,
+// the two in turns, five rounds.
 constexpr int kRows256 = 6;
 
 template <int R>
 __attribute__((target("avx2,fma"))) void panel_rows_256(const float* pw, const float* x, float* y, int64_t kd,
-                                                        int64_t n, int64_t n0, int64_t cols, bool prefetch) {
+                                                        int64_t n, int64_t n0, int64_t cols, const float* ahead,
+                                                        int every) {
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  int countdown = every;
   for (int64_t j = 0; j < kd; ++j) {
     const float* col = pw + j * kPanel;
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(col + kPrefetchColumns * kPanel), _MM_HINT_T0);
+    if (ahead && --countdown == 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      ahead += kPanel;
+      countdown = every;
+    }
     const __m256 w0 = _mm256_loadu_ps(col), w1 = _mm256_loadu_ps(col + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
@@ -484,8 +499,11 @@ __attribute__((target("avx2,fma"))) void panel_rows_256(const float* pw, const f
   }
 }
 
+using PanelRows256Fn = void (*)(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t, const float*,
+                                int);
+
 template <size_t... I>
-constexpr std::array<PanelRowsFn, sizeof...(I)> panel_rows_256_table(std::index_sequence<I...>) {
+constexpr std::array<PanelRows256Fn, sizeof...(I)> panel_rows_256_table(std::index_sequence<I...>) {
   return {panel_rows_256<static_cast<int>(I) + 1>...};
 }
 
@@ -495,8 +513,12 @@ __attribute__((target("avx2,fma"))) void linear_panels_256(const float* pw, cons
   for (int64_t p = p0; p < p1; ++p) {
     const float* panel = pw + p * kd * kPanel;
     const int64_t n0 = p * kPanel, cols = std::min(kPanel, n - n0);
-    for (int64_t r0 = 0; r0 < b; r0 += kRows256)
-      rows[std::min<int64_t>(kRows256, b - r0) - 1](panel, x + r0 * kd, y + r0 * n, kd, n, n0, cols, r0 == 0);
+    const int passes = static_cast<int>((b + kRows256 - 1) / kRows256);
+    const int64_t share = (kd + passes - 1) / passes;  // columns of the next panel each pass asks for
+    for (int64_t r0 = 0, q = 0; r0 < b; r0 += kRows256, ++q) {
+      const float* ahead = p + 1 < p1 ? panel + (kd + q * share) * kPanel : nullptr;
+      rows[std::min<int64_t>(kRows256, b - r0) - 1](panel, x + r0 * kd, y + r0 * n, kd, n, n0, cols, ahead, passes);
+    }
   }
 }
 
