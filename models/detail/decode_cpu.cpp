@@ -261,20 +261,34 @@ __attribute__((target("avx2,fma"))) void value_heads_256(const float* p, const f
 }
 
 // Softmax of the score rows of heads [begin, end) (n columns each), in place,
-// with the kernels' vectorised exp. Masked columns hold the lowest float, so
-// they get weight 0 beside a valid column, and a row without one gets
-// uniform weights (as torch::softmax after models::attend's masked_fill).
-void softmax_rows(float* s, int64_t begin, int64_t end, int64_t n) {
+// with the kernels' vectorised exp and AVX2 loops around it (the tails
+// scalar). Masked columns hold the lowest float, so they get weight 0 beside
+// a valid column, and a row without one gets uniform weights (as
+// torch::softmax after models::attend's masked_fill).
+__attribute__((target("avx2,fma"))) void softmax_rows_256(float* s, int64_t begin, int64_t end, int64_t n) {
   const auto exp = kernels::cpu::float_kernels().exp;
+  const int64_t full = n / 8 * 8;
   for (int64_t bh = begin; bh < end; ++bh) {
     float* si = s + bh * n;
-    const float m = *std::max_element(si, si + n);
-    for (int64_t j = 0; j < n; ++j) si[j] -= m;
+    __m256 mv = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+    for (int64_t j = 0; j < full; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(si + j));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float m = _mm_cvtss_f32(h);
+    for (int64_t j = full; j < n; ++j) m = std::max(m, si[j]);
+    const __m256 mb = _mm256_set1_ps(m);
+    for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(si + j, _mm256_sub_ps(_mm256_loadu_ps(si + j), mb));
+    for (int64_t j = full; j < n; ++j) si[j] -= m;
     exp(si, si, n);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += si[j];
+    __m256 sv = _mm256_setzero_ps();
+    for (int64_t j = 0; j < full; j += 8) sv = _mm256_add_ps(sv, _mm256_loadu_ps(si + j));
+    float sum = hsum_256(sv);
+    for (int64_t j = full; j < n; ++j) sum += si[j];
     const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) si[j] *= inv;
+    const __m256 ib = _mm256_set1_ps(inv);
+    for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(si + j, _mm256_mul_ps(_mm256_loadu_ps(si + j), ib));
+    for (int64_t j = full; j < n; ++j) si[j] *= inv;
   }
 }
 
@@ -343,7 +357,7 @@ __attribute__((target("avx512f"))) void value_heads_512(const float* p, const fl
   }
 }
 
-// softmax_rows with AVX-512 loops around the exp.
+// softmax_rows_256 with AVX-512 loops around the exp, masked tails.
 __attribute__((target("avx512f"))) void softmax_rows_512(float* s, int64_t begin, int64_t end, int64_t n) {
   const auto exp = kernels::cpu::float_kernels().exp;
   const int64_t full = n / 16 * 16;
@@ -1090,7 +1104,7 @@ torch::Tensor attend_cached(const torch::Tensor& q, const torch::Tensor& k, cons
         fast->value(sp, vp, yp, i, i + 1, cap, n, dh);
       } else {
         score_heads_256(qp, kp, valid_p, sp, i, i + 1, h, cap, n, dh, scale);
-        softmax_rows(sp, i, i + 1, n);
+        softmax_rows_256(sp, i, i + 1, n);
         value_heads_256(sp, vp, yp, i, i + 1, cap, n, dh);
       }
     }
