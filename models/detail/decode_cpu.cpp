@@ -468,11 +468,11 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
 // passes), so the next panel streams in while all passes over this one
 // compute (a task's first panel is left to the hardware prefetcher; a share
 // that runs past the packed copy asks for lines that are never read, and a
-// prefetch never faults). With only the first pass prefetching (its own panel, 96 columns
-// ahead, as the AVX-512 pass), the memory sat idle during the passes that
-// read the cache: the 32000 x 352 output projection at batch 16 on 2 threads
-// took 4895-5394 us (median 5252) against 3739-5266 us (median 4239) now,
-// the two in turns, five rounds.
+// prefetch never faults). With only the first pass prefetching (its own
+// panel, 96 columns ahead, as the AVX-512 pass), the memory sat idle during
+// the passes that read the cache: the 32000 x 352 output projection at batch
+// 16 on 2 threads took 4895-5394 us (median 5252) against 3739-5266 us
+// (median 4239) now, the two in turns, five rounds.
 constexpr int kRows256 = 6;
 
 template <int R>
