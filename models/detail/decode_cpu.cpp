@@ -143,6 +143,14 @@ __attribute__((target("avx2,fma"))) inline float hsum_256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The largest of v's 8 lanes.
+__attribute__((target("avx2,fma"))) inline float hmax_256(__m256 v) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
 __attribute__((target("avx2,fma"))) float dot(const float* a, const float* b, int64_t d) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -272,10 +280,7 @@ __attribute__((target("avx2,fma"))) void softmax_rows_256(float* s, int64_t begi
     float* si = s + bh * n;
     __m256 mv = _mm256_set1_ps(std::numeric_limits<float>::lowest());
     for (int64_t j = 0; j < full; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(si + j));
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_max_ss(h, _mm_movehdup_ps(h));
-    float m = _mm_cvtss_f32(h);
+    float m = hmax_256(mv);
     for (int64_t j = full; j < n; ++j) m = std::max(m, si[j]);
     const __m256 mb = _mm256_set1_ps(m);
     for (int64_t j = 0; j < full; j += 8) _mm256_storeu_ps(si + j, _mm256_sub_ps(_mm256_loadu_ps(si + j), mb));
@@ -691,10 +696,7 @@ __attribute__((target("avx2,fma"))) float row_max_256(const float* x, int64_t n,
     unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
     m = _mm256_max_ps(m, v);
   }
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  float out = _mm_cvtss_f32(h);
+  float out = hmax_256(m);
   bool any = _mm256_movemask_ps(unordered) != 0;
   for (; j < n; ++j) {
     any = any || std::isnan(x[j]);
