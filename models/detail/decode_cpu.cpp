@@ -482,9 +482,8 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
 // batch rows against a broadcast of W; panels of 6 rows, one pass of 16 rows
 // with 2 x 6 accumulators, W streamed once with a prefetch 8 KB ahead). Alone
 // it was faster (the output projection at batch 16: 3987-4272 against
-// 4918-5851 us, in turns), but decode steps of all three models at batch 16
-// were 4-8% slower with it (the two products alternating step by step in one
-// process, three runs of 200 steps; bench/README.md, decode).
+// 4918-5851 us, in turns), but in decode steps at batch 16 the measurements
+// disagreed, from 8% slower to 6% faster (bench/README.md, decode).
 constexpr int kRows256 = 6;
 
 template <int R>
