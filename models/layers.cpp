@@ -1,5 +1,6 @@
 #include "models/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -141,17 +142,136 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 
 // ------------------------------------------------------------------ attention
 
-torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                     const torch::Tensor& allowed, double dropout, bool training, torch::Tensor* weights) {
-  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+namespace {
+
+// The softmax weights of q's rows over k's, as attend computes them: float32
+// at least (bf16/fp16 activations under autocast), and the lowest finite
+// value, not -inf, where a key is not allowed, so that a query without any
+// allowed key (a padding position) gets uniform weights instead of NaN.
+torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& allowed,
+                                double scale) {
   torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
-  // Softmax in float32 at least (bf16/fp16 activations under autocast).
   if (scores.scalar_type() != torch::kDouble) scores = scores.to(torch::kFloat);
-  // The lowest finite value, not -inf: a query without any allowed key (a
-  // padding position) gets uniform weights instead of NaN.
   if (allowed.defined())
     scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
-  torch::Tensor p = torch::softmax(scores, -1);
+  return torch::softmax(scores, -1);
+}
+
+// Rows [start, start + n) of the queries' dimension of a mask broadcastable
+// to (B,H,Lq,Lk); one that is the same for every query stays as it is.
+torch::Tensor query_rows(const torch::Tensor& allowed, int64_t start, int64_t n) {
+  if (!allowed.defined() || allowed.dim() < 2 || allowed.size(-2) == 1) return allowed;
+  return allowed.narrow(-2, start, n);
+}
+
+// The weights of a block of queries for BlockedAttention: as
+// attention_weights, with the scale applied to the block's queries (B,H,n,Dh)
+// rather than to its scores (B,H,n,Lk), and the mask written into the scores
+// in place (no autograd here), one pass over them fewer each.
+torch::Tensor block_weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& allowed,
+                            double scale) {
+  torch::Tensor scores = torch::matmul(q * scale, k.transpose(-2, -1));
+  if (scores.scalar_type() != torch::kDouble) scores = scores.to(torch::kFloat);
+  if (allowed.defined()) scores.masked_fill_(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  return torch::softmax(scores, -1);
+}
+
+// Attention over blocks of `block` queries. Each query's softmax is over all
+// keys, so a block's output is exact; the weights of a block live only while
+// it is computed, in the forward pass and again in the backward pass, which
+// recomputes them instead of keeping the (B,H,Lq,Lk) weights of the whole
+// layer for it. Inputs: q (B,H,Lq,Dh), k (B,H,Lk,Dh), v (B,H,Lk,Dv),
+// allowed (broadcastable to (B,H,Lq,Lk), bool, or undefined).
+struct BlockedAttention : public torch::autograd::Function<BlockedAttention> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, torch::Tensor q,
+                                                torch::Tensor k, torch::Tensor v, torch::Tensor allowed,
+                                                int64_t block) {
+    if (allowed.numel() == 0) allowed = torch::Tensor();  // absent (see attend_blocks)
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    const int64_t lq = q.size(2);
+    std::vector<int64_t> shape = q.sizes().vec();
+    shape.back() = v.size(-1);
+    torch::Tensor out = torch::empty(shape, v.options());
+    for (int64_t s = 0; s < lq; s += block) {
+      const int64_t n = std::min(block, lq - s);
+      torch::Tensor p = block_weights(q.narrow(2, s, n), k, query_rows(allowed, s, n), scale);
+      out.narrow(2, s, n).copy_(torch::matmul(p.to(v.scalar_type()), v));
+    }
+    ctx->save_for_backward({q, k, v, allowed});
+    ctx->saved_data["block"] = block;
+    return {out};
+  }
+
+  // With P a block's weights and dO its output gradient: dV += P^T dO;
+  // dS = P * (dP - rowsum(P * dP)) with dP = dO V^T (the softmax's
+  // gradient); dQ = scale dS K; dK += scale dS^T Q. Where a key is not
+  // allowed P is 0 and so is dS, as the masked scores' gradient, except in a
+  // row without any allowed key (uniform weights): there the scores' gradient
+  // is 0 too, so such rows are zeroed when there are any.
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &q = saved[0], &k = saved[1], &v = saved[2], &allowed = saved[3];
+    const int64_t block = ctx->saved_data["block"].toInt();
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+    const int64_t lq = q.size(2);
+    if (!grads[0].defined()) return torch::autograd::variable_list(5);
+    const bool empty_rows = allowed.defined() && !allowed.any(-1).all().item<bool>();
+    torch::Tensor dout = grads[0].to(v.scalar_type());
+    torch::Tensor dq = torch::empty_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
+    for (int64_t s = 0; s < lq; s += block) {
+      const int64_t n = std::min(block, lq - s);
+      torch::Tensor qc = q.narrow(2, s, n), doc = dout.narrow(2, s, n), ac = query_rows(allowed, s, n);
+      torch::Tensor p = block_weights(qc, k, ac, scale);
+      dv += torch::matmul(p.to(v.scalar_type()).transpose(-2, -1), doc);
+      torch::Tensor dp = torch::matmul(doc, v.transpose(-2, -1)).to(p.scalar_type());
+      torch::Tensor ds = torch::_softmax_backward_data(dp, p, -1, p.scalar_type());
+      if (empty_rows) ds.masked_fill_(ac.logical_not().all(-1, true), 0);
+      ds = ds.to(q.scalar_type());
+      dq.narrow(2, s, n).copy_(torch::matmul(ds, k) * scale);
+      dk += torch::matmul(ds.transpose(-2, -1), qc) * scale;
+    }
+    return {dq, dk, dv, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// attend works in blocks of queries where one call's (B,H,Lq,Lk) weights
+// would pass 64M (256 MiB in float32), in blocks of 16M weights at most.
+// Below that it keeps the whole call's weights, which the blocks' backward
+// pass computes twice (at 8192 tokens the steps cost about the same either
+// way, and the peak fell 2.8-3.5 times: bench/README.md, train).
+constexpr int64_t kAttendWholeElements = int64_t{1} << 26;
+constexpr int64_t kAttendBlockElements = int64_t{1} << 24;
+
+}  // namespace
+
+int64_t attend_query_block(const torch::Tensor& q, const torch::Tensor& k) {
+  if (!q.is_cpu() || q.dim() != 4 || k.dim() != 4 || q.size(2) <= 1) return 0;
+  if (q.scalar_type() != torch::kFloat && q.scalar_type() != torch::kDouble) return 0;
+  const int64_t per_query = q.size(0) * q.size(1) * k.size(2);
+  if (per_query * q.size(2) <= kAttendWholeElements) return 0;
+  return std::max<int64_t>(1, kAttendBlockElements / std::max<int64_t>(per_query, 1));
+}
+
+torch::Tensor attend_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& allowed, int64_t block) {
+  TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && block >= 1,
+              "attend_blocks: q, k and v must be (B,H,L,D) and the block at least 1 query");
+  // LibTorch 1.13's Function::apply needs every tensor argument defined.
+  torch::Tensor mask = allowed.defined() ? allowed : torch::empty({0}, q.options().dtype(torch::kBool));
+  return BlockedAttention::apply(q, k, v, mask, block)[0];
+}
+
+torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                     const torch::Tensor& allowed, double dropout, bool training, torch::Tensor* weights) {
+  // Long inputs without weights asked for or dropped out: in blocks of
+  // queries, so that the layer's (B,H,Lq,Lk) weights are never all in memory.
+  if (!weights && !(dropout > 0 && training)) {
+    const int64_t block = attend_query_block(q, k);
+    if (block > 0) return attend_blocks(q, k, v, allowed, block);
+  }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  torch::Tensor p = attention_weights(q, k, allowed, scale);
   if (weights) *weights = p.detach();
   if (dropout > 0 && training) p = torch::dropout(p, dropout, true);
   return torch::matmul(p.to(v.scalar_type()), v);

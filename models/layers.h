@@ -190,4 +190,16 @@ class GateSkipGuard {
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                      const torch::Tensor& allowed, double dropout, bool training, torch::Tensor* weights = nullptr);
 
+// Above 64M weights (B*H*Lq*Lk) per call, on the CPU in float32 or float64,
+// without weights asked for and without attention dropout, attend works in
+// blocks of queries of at most 16M weights (attend_blocks): the same outputs
+// and gradients up to rounding, with one block's weights in memory at a
+// time, forward and backward (the backward pass computes them again, so
+// smaller calls, where memory is no constraint, keep the whole weights).
+// attend_query_block gives the block (queries) attend uses for
+// q (B,H,Lq,Dh) and k (B,H,Lk,Dh), 0 for none.
+int64_t attend_query_block(const torch::Tensor& q, const torch::Tensor& k);
+torch::Tensor attend_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            const torch::Tensor& allowed, int64_t block);
+
 }  // namespace mambamt::models

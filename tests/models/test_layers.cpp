@@ -576,3 +576,131 @@ TEST_CASE("decode fast paths equal the LibTorch ops they replace", "[models][lay
     }
   }
 }
+
+namespace {
+
+// Softmax attention written out: the reference of attend's blocks of queries.
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& allowed) {
+  torch::Tensor s = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (allowed.defined()) s = s.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  return torch::matmul(torch::softmax(s, -1), v);
+}
+
+struct AttentionGrads {
+  torch::Tensor out, dq, dk, dv;
+};
+
+// Outputs and the gradients of sum(out * g) with respect to q, k and v.
+template <class F>
+AttentionGrads attention_grads(const torch::Tensor& q0, const torch::Tensor& k0, const torch::Tensor& v0,
+                               const torch::Tensor& g, F&& f) {
+  torch::Tensor q = q0.clone().requires_grad_(true), k = k0.clone().requires_grad_(true),
+                v = v0.clone().requires_grad_(true);
+  torch::Tensor out = f(q, k, v);
+  (out * g).sum().backward();
+  return {out.detach(), q.grad(), k.grad(), v.grad()};
+}
+
+double max_rel(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got - want).abs().max().item<double>() / std::max(want.abs().max().item<double>(), 1e-300);
+}
+
+}  // namespace
+
+TEST_CASE("attention in blocks of queries: the outputs and gradients of the whole softmax", "[models][layers]") {
+  torch::manual_seed(7);
+  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  const int64_t b = 2, h = 3, dh = 5;
+  SECTION("cross-attention over padded keys, every block size") {
+    const int64_t lq = 11, lk = 13;
+    torch::Tensor q = torch::randn({b, h, lq, dh}, f64), k = torch::randn({b, h, lk, dh}, f64);
+    torch::Tensor v = torch::randn({b, h, lk, 7}, f64), g = torch::randn({b, h, lq, 7}, f64);
+    torch::Tensor valid = torch::ones({b, lk}, torch::kBool);
+    valid[1].narrow(0, 9, 4).fill_(false);
+    torch::Tensor allowed = valid.view({b, 1, 1, lk});
+    const AttentionGrads want =
+        attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return reference_attention(q_, k_, v_, allowed); });
+    for (int64_t block : {1, 4, 11, 20}) {
+      INFO("block " << block);
+      const AttentionGrads got =
+          attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return attend_blocks(q_, k_, v_, allowed, block); });
+      CHECK(max_rel(got.out, want.out) < 1e-12);
+      CHECK(max_rel(got.dq, want.dq) < 1e-12);
+      CHECK(max_rel(got.dk, want.dk) < 1e-12);
+      CHECK(max_rel(got.dv, want.dv) < 1e-12);
+      // The padded keys get no gradient.
+      CHECK(got.dk[1].narrow(1, 9, 4).abs().max().item<double>() == 0.0);
+    }
+  }
+  SECTION("causal self-attention with a query that may see no key, and without a mask") {
+    const int64_t l = 10;
+    torch::Tensor q = torch::randn({b, h, l, dh}, f64), k = torch::randn({b, h, l, dh}, f64);
+    torch::Tensor v = torch::randn({b, h, l, dh}, f64), g = torch::randn({b, h, l, dh}, f64);
+    torch::Tensor allowed = torch::ones({l, l}, torch::kBool).tril().view({1, 1, l, l}).repeat({b, 1, 1, 1});
+    allowed[0][0][6].fill_(false);  // uniform weights there, as attend gives them
+    for (const torch::Tensor& mask : {allowed, torch::Tensor()}) {
+      INFO((mask.defined() ? "causal" : "no mask"));
+      // attend below its block threshold: the weights of the whole layer at once.
+      REQUIRE(attend_query_block(q, k) == 0);
+      const AttentionGrads want =
+          attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return attend(q_, k_, v_, mask, 0.0, true); });
+      const AttentionGrads got =
+          attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return attend_blocks(q_, k_, v_, mask, 3); });
+      CHECK(max_rel(got.out, want.out) < 1e-12);
+      CHECK(max_rel(got.dq, want.dq) < 1e-12);
+      CHECK(max_rel(got.dk, want.dk) < 1e-12);
+      CHECK(max_rel(got.dv, want.dv) < 1e-12);
+    }
+  }
+  SECTION("float32 within float32's rounding") {
+    torch::Tensor q = torch::randn({b, h, 9, dh}), k = torch::randn({b, h, 9, dh}), v = torch::randn({b, h, 9, dh});
+    torch::Tensor g = torch::randn({b, h, 9, dh});
+    const AttentionGrads want = attention_grads(q.to(torch::kDouble), k.to(torch::kDouble), v.to(torch::kDouble),
+                                                g.to(torch::kDouble), [&](auto& q_, auto& k_, auto& v_) {
+                                                  return reference_attention(q_, k_, v_, torch::Tensor());
+                                                });
+    const AttentionGrads got =
+        attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return attend_blocks(q_, k_, v_, {}, 2); });
+    CHECK(max_rel(got.out.to(torch::kDouble), want.out) < 1e-5);
+    CHECK(max_rel(got.dq.to(torch::kDouble), want.dq) < 1e-5);
+    CHECK(max_rel(got.dk.to(torch::kDouble), want.dk) < 1e-5);
+    CHECK(max_rel(got.dv.to(torch::kDouble), want.dv) < 1e-5);
+  }
+}
+
+TEST_CASE("attend works in blocks of queries above 64M weights, on the CPU, without weights or dropout",
+          "[models][layers]") {
+  // Only the shapes matter to the choice (expanded: no memory behind them).
+  auto shaped = [](int64_t b, int64_t h, int64_t l, torch::ScalarType t = torch::kFloat) {
+    return torch::empty({1, 1, 1, 8}, torch::TensorOptions().dtype(t)).expand({b, h, l, 8});
+  };
+  CHECK(attend_query_block(shaped(1, 4, 8192), shaped(1, 4, 8192)) == (int64_t{1} << 24) / (4 * 8192));
+  CHECK(attend_query_block(shaped(1, 4, 8192, torch::kDouble), shaped(1, 4, 8192, torch::kDouble)) == 512);
+  CHECK(attend_query_block(shaped(1, 4, 2048), shaped(1, 4, 2048)) == 0);              // 16.8M weights
+  CHECK(attend_query_block(shaped(16, 4, 1), shaped(16, 4, 1 << 20)) == 0);            // a decode step
+  CHECK(attend_query_block(shaped(1, 4, 8192, torch::kBFloat16), shaped(1, 4, 8192, torch::kBFloat16)) == 0);
+  CHECK(attend_query_block(shaped(1, 1, 1 << 26), shaped(1, 1, 1 << 26)) == 1);        // a block of one query at least
+
+  // 8200 x 8200 weights of one head (67.2M): two blocks, of 2046 queries and
+  // the rest, against the whole softmax.
+  torch::manual_seed(8);
+  const int64_t l = 8200, dh = 4;
+  torch::Tensor q = torch::randn({1, 1, l, dh}), k = torch::randn({1, 1, l, dh});
+  torch::Tensor v = torch::randn({1, 1, l, dh}), g = torch::randn({1, 1, l, dh});
+  REQUIRE(attend_query_block(q, k) == (int64_t{1} << 24) / l);
+  torch::Tensor allowed = torch::ones({l, l}, torch::kBool).tril().view({1, 1, l, l});
+  const AttentionGrads want =
+      attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return reference_attention(q_, k_, v_, allowed); });
+  const AttentionGrads got =
+      attention_grads(q, k, v, g, [&](auto& q_, auto& k_, auto& v_) { return attend(q_, k_, v_, allowed, 0.0, true); });
+  CHECK(max_rel(got.out, want.out) < 1e-5);
+  CHECK(max_rel(got.dq, want.dq) < 1e-5);
+  CHECK(max_rel(got.dk, want.dk) < 1e-5);
+  CHECK(max_rel(got.dv, want.dv) < 1e-5);
+  // Asked for the weights, attend computes them all at once and gives them.
+  torch::Tensor weights;
+  torch::Tensor out = attend(q, k, v, allowed, 0.0, false, &weights);
+  CHECK(weights.sizes() == torch::IntArrayRef({1, 1, l, l}));
+  CHECK(max_rel(out, want.out) < 1e-5);
+}
