@@ -1,8 +1,9 @@
 // Layers on their own: the Bi-Mamba encoder block in both scan directions,
 // RMSNorm, RoPE, the sliding-window cache, checkpoint averaging, the decode
-// step's CPU fast paths.
+// step's CPU fast paths, attention in blocks of queries.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
