@@ -144,16 +144,18 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
 
 namespace {
 
-// The softmax weights of q's rows over k's, as attend computes them: float32
-// at least (bf16/fp16 activations under autocast), and the lowest finite
-// value, not -inf, where a key is not allowed, so that a query without any
-// allowed key (a padding position) gets uniform weights instead of NaN.
+// The softmax weights of q's rows over k's: float32 at least (bf16/fp16
+// activations under autocast), and the lowest finite value, not -inf, where
+// a key is not allowed, so that a query without any allowed key (a padding
+// position) gets uniform weights instead of NaN. The scale goes on q
+// (B,H,Lq,Dh) rather than on the scores (B,H,Lq,Lk), and the mask is written
+// into the scores in place (the product's backward does not read its
+// output): one pass over the largest tensor fewer each.
 torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& allowed,
                                 double scale) {
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  torch::Tensor scores = torch::matmul(q * scale, k.transpose(-2, -1));
   if (scores.scalar_type() != torch::kDouble) scores = scores.to(torch::kFloat);
-  if (allowed.defined())
-    scores = scores.masked_fill(allowed.logical_not(), std::numeric_limits<float>::lowest());
+  if (allowed.defined()) scores.masked_fill_(allowed.logical_not(), std::numeric_limits<float>::lowest());
   return torch::softmax(scores, -1);
 }
 
@@ -162,18 +164,6 @@ torch::Tensor attention_weights(const torch::Tensor& q, const torch::Tensor& k, 
 torch::Tensor query_rows(const torch::Tensor& allowed, int64_t start, int64_t n) {
   if (!allowed.defined() || allowed.dim() < 2 || allowed.size(-2) == 1) return allowed;
   return allowed.narrow(-2, start, n);
-}
-
-// The weights of a block of queries for BlockedAttention: as
-// attention_weights, with the scale applied to the block's queries (B,H,n,Dh)
-// rather than to its scores (B,H,n,Lk), and the mask written into the scores
-// in place (no autograd here), one pass over them fewer each.
-torch::Tensor block_weights(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& allowed,
-                            double scale) {
-  torch::Tensor scores = torch::matmul(q * scale, k.transpose(-2, -1));
-  if (scores.scalar_type() != torch::kDouble) scores = scores.to(torch::kFloat);
-  if (allowed.defined()) scores.masked_fill_(allowed.logical_not(), std::numeric_limits<float>::lowest());
-  return torch::softmax(scores, -1);
 }
 
 // Attention over blocks of `block` queries. Each query's softmax is over all
@@ -194,7 +184,7 @@ struct BlockedAttention : public torch::autograd::Function<BlockedAttention> {
     torch::Tensor out = torch::empty(shape, v.options());
     for (int64_t s = 0; s < lq; s += block) {
       const int64_t n = std::min(block, lq - s);
-      torch::Tensor p = block_weights(q.narrow(2, s, n), k, query_rows(allowed, s, n), scale);
+      torch::Tensor p = attention_weights(q.narrow(2, s, n), k, query_rows(allowed, s, n), scale);
       out.narrow(2, s, n).copy_(torch::matmul(p.to(v.scalar_type()), v));
     }
     ctx->save_for_backward({q, k, v, allowed});
@@ -207,7 +197,7 @@ struct BlockedAttention : public torch::autograd::Function<BlockedAttention> {
   // gradient); dQ = scale dS K; dK += scale dS^T Q. Where a key is not
   // allowed P is 0 and so is dS, as the masked scores' gradient, except in a
   // row without any allowed key (uniform weights): there the scores' gradient
-  // is 0 too, so such rows are zeroed when there are any.
+  // is 0 too, so such rows are zeroed where there are any.
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
@@ -216,17 +206,21 @@ struct BlockedAttention : public torch::autograd::Function<BlockedAttention> {
     const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
     const int64_t lq = q.size(2);
     if (!grads[0].defined()) return torch::autograd::variable_list(5);
-    const bool empty_rows = allowed.defined() && !allowed.any(-1).all().item<bool>();
+    torch::Tensor no_key;  // (..., Lq, 1): the queries without any allowed key, if any
+    if (allowed.defined()) {
+      no_key = allowed.logical_not().all(-1, true);
+      if (!no_key.any().item<bool>()) no_key = torch::Tensor();
+    }
     torch::Tensor dout = grads[0].to(v.scalar_type());
     torch::Tensor dq = torch::empty_like(q), dk = torch::zeros_like(k), dv = torch::zeros_like(v);
     for (int64_t s = 0; s < lq; s += block) {
       const int64_t n = std::min(block, lq - s);
       torch::Tensor qc = q.narrow(2, s, n), doc = dout.narrow(2, s, n), ac = query_rows(allowed, s, n);
-      torch::Tensor p = block_weights(qc, k, ac, scale);
+      torch::Tensor p = attention_weights(qc, k, ac, scale);
       dv += torch::matmul(p.to(v.scalar_type()).transpose(-2, -1), doc);
       torch::Tensor dp = torch::matmul(doc, v.transpose(-2, -1)).to(p.scalar_type());
       torch::Tensor ds = torch::_softmax_backward_data(dp, p, -1, p.scalar_type());
-      if (empty_rows) ds.masked_fill_(ac.logical_not().all(-1, true), 0);
+      if (no_key.defined()) ds.masked_fill_(query_rows(no_key, s, n), 0);
       ds = ds.to(q.scalar_type());
       dq.narrow(2, s, n).copy_(torch::matmul(ds, k) * scale);
       dk += torch::matmul(ds.transpose(-2, -1), qc) * scale;
