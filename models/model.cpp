@@ -8,18 +8,6 @@
 namespace mambamt::models {
 namespace {
 
-torch::Tensor bool_mask(const torch::Tensor& mask, const torch::Tensor& ids) {
-  if (!mask.defined()) return torch::ones(ids.sizes(), ids.options().dtype(torch::kBool));
-  TORCH_CHECK(mask.sizes() == ids.sizes(), "mask ", mask.sizes(), " does not match ids ", ids.sizes());
-  return mask.to(torch::kBool);
-}
-
-void check_ids(const torch::Tensor& ids, const char* what) {
-  TORCH_CHECK(ids.defined() && ids.dim() == 2, what, " must be (B,L) token ids, got ",
-              ids.defined() ? ids.sizes() : torch::IntArrayRef{});
-  TORCH_CHECK(!ids.is_floating_point(), what, " must be integer token ids");
-}
-
 torch::Tensor embed_drop(const torch::Tensor& x, double p, bool training) {
   return p > 0 && training ? torch::dropout(x, p, true) : x;
 }
@@ -97,6 +85,18 @@ std::pair<torch::Tensor, torch::Tensor> align_padding(const torch::Tensor& ids, 
   torch::Tensor key = left ? torch::where(mask, t + l, t) : torch::where(mask, t, t + l);
   torch::Tensor order = std::get<1>(key.sort(/*dim=*/1));
   return {ids.gather(1, order), mask.gather(1, order)};
+}
+
+torch::Tensor bool_mask(const torch::Tensor& mask, const torch::Tensor& ids) {
+  if (!mask.defined()) return torch::ones(ids.sizes(), ids.options().dtype(torch::kBool));
+  TORCH_CHECK(mask.sizes() == ids.sizes(), "mask ", mask.sizes(), " does not match ids ", ids.sizes());
+  return mask.to(torch::kBool);
+}
+
+void check_ids(const torch::Tensor& ids, const char* what) {
+  TORCH_CHECK(ids.defined() && ids.dim() == 2, what, " must be (B,L) token ids, got ",
+              ids.defined() ? ids.sizes() : torch::IntArrayRef{});
+  TORCH_CHECK(!ids.is_floating_point(), what, " must be integer token ids");
 }
 
 int64_t TranslationModel::parameter_count() const { return numel_of(parameters()); }

@@ -232,4 +232,10 @@ class DecoderOnlyModel : public TranslationModel {
 std::pair<torch::Tensor, torch::Tensor> align_padding(const torch::Tensor& ids, const torch::Tensor& mask,
                                                       bool left);
 
+// The kinds' checks of their token inputs: `ids` must be (B,L) integer ids
+// (`what` names them in the error); an undefined mask is all true, another
+// must match ids' shape and becomes bool.
+void check_ids(const torch::Tensor& ids, const char* what);
+torch::Tensor bool_mask(const torch::Tensor& mask, const torch::Tensor& ids);
+
 }  // namespace mambamt::models

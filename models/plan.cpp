@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/detail/report.h"
 #include "models/model.h"
 #include "models/registry.h"
 #include "models/stack.h"
@@ -154,6 +155,9 @@ Plan make_plan(const core::ModelConfig& c) {
 
 namespace {
 
+using detail::millions;
+using detail::with_commas;
+
 int64_t numel_of(const torch::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();
@@ -184,23 +188,6 @@ StackCount count_stack(const StackOptions& o) {
   }
   sc.final_norm = o.d_model;
   return sc;
-}
-
-std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v), out;
-  int k = 0;
-  for (auto it = s.rbegin(); it != s.rend(); ++it) {
-    if (k && k % 3 == 0 && *it != '-') out.push_back(',');
-    out.push_back(*it);
-    ++k;
-  }
-  return {out.rbegin(), out.rend()};
-}
-
-std::string millions(int64_t v) {
-  std::ostringstream s;
-  s << std::fixed << std::setprecision(1) << static_cast<double>(v) / 1e6 << "M";
-  return s.str();
 }
 
 struct ModelCount {

@@ -6,9 +6,13 @@
 
 #include "models/detail/init.h"
 #include "models/detail/linear.h"
+#include "models/detail/report.h"
 
 namespace mambamt::models {
 namespace {
+
+using detail::millions;
+using detail::with_commas;
 
 torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, double std) {
   torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
@@ -32,18 +36,6 @@ void orthogonal_blocks(const torch::Tensor& w) {
     torch::nn::init::orthogonal_(block);
     w.narrow(0, r, n).copy_(block);
   }
-}
-
-torch::Tensor bool_mask(const torch::Tensor& mask, const torch::Tensor& ids) {
-  if (!mask.defined()) return torch::ones(ids.sizes(), ids.options().dtype(torch::kBool));
-  TORCH_CHECK(mask.sizes() == ids.sizes(), "mask ", mask.sizes(), " does not match ids ", ids.sizes());
-  return mask.to(torch::kBool);
-}
-
-void check_ids(const torch::Tensor& ids, const char* what) {
-  TORCH_CHECK(ids.defined() && ids.dim() == 2, what, " must be (B,L) token ids, got ",
-              ids.defined() ? ids.sizes() : torch::IntArrayRef{});
-  TORCH_CHECK(!ids.is_floating_point(), what, " must be integer token ids");
 }
 
 // Columns of each row in the order align_padding(left=false) puts them:
@@ -79,17 +71,6 @@ Counts count(const core::ModelConfig& c, int64_t vocab) {
   k.deep_output = n * 2 * l + 2 * l + m * 2 * l + 2 * n * 2 * l;
   k.embeddings = (c.tie_embeddings ? 1 : 3) * vocab * m;
   return k;
-}
-
-std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v), out;
-  int k = 0;
-  for (auto it = s.rbegin(); it != s.rend(); ++it) {
-    if (k && k % 3 == 0 && *it != '-') out.push_back(',');
-    out.push_back(*it);
-    ++k;
-  }
-  return {out.rbegin(), out.rend()};
 }
 
 }  // namespace
@@ -332,9 +313,7 @@ std::string rnnsearch_plan_report(const core::ModelConfig& c, int64_t vocab_size
   out << "embeddings: " << vocab_size << " x " << m << " = " << with_commas(vocab_size * m)
       << (c.tie_embeddings ? " (shared by source, target and output)" : " per table, untied (source, target, output)")
       << ", " << with_commas(k.embeddings) << " in all\n";
-  std::ostringstream millions;
-  millions << std::fixed << std::setprecision(1) << static_cast<double>(k.total()) / 1e6 << "M";
-  out << "total: " << with_commas(k.total()) << " parameters (" << millions.str() << "), "
+  out << "total: " << with_commas(k.total()) << " parameters (" << millions(k.total()) << "), "
       << with_commas(k.total() - k.embeddings) << " without embeddings\n";
   return out.str();
 }
