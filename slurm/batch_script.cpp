@@ -6,17 +6,13 @@
 
 #include "core/error.h"
 #include "core/signals.h"
+#include "slurm/detail/text.h"
 #include "slurm/requeue.h"
 
 namespace mambamt::slurm {
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
+using detail::trim;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

@@ -9,16 +9,12 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "slurm/detail/text.h"
 
 namespace mambamt::slurm {
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
+using detail::trim;
 
 int64_t parse_int(const std::string& name, const std::string& value) {
   const std::string v = trim(value);
