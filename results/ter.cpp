@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "results/detail/rewrite.h"
 #include "results/unicode.h"
 
 namespace mambamt::results {
@@ -13,67 +14,18 @@ namespace {
 
 // ---- Tercom tokenizer -------------------------------------------------------
 
-void replace_all(std::u32string& s, std::u32string_view from, std::u32string_view to) {
-  std::size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::u32string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-}
+using detail::is_13a_punct;
+using detail::is_digit;
+using detail::is_period_or_comma;
+using detail::join_words;
+using detail::pad_chars;
+using detail::remove_chars;
+using detail::replace_all;
+using detail::Spaces;
+using detail::sub_pair;
 
-template <typename Pred>
-std::u32string pad_chars(std::u32string_view s, Pred pred) {
-  std::u32string out;
-  out.reserve(s.size() + s.size() / 4);
-  for (char32_t c : s) {
-    if (pred(c)) {
-      out.push_back(U' ');
-      out.push_back(c);
-      out.push_back(U' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-template <typename Pred>
-std::u32string remove_chars(std::u32string_view s, Pred pred) {
-  std::u32string out;
-  for (char32_t c : s) {
-    if (!pred(c)) out.push_back(c);
-  }
-  return out;
-}
-
-// re.sub('(A)(B)', "\1 \2 " or " \1 \2"): left-to-right, non-overlapping.
-template <typename First, typename Second>
-std::u32string sub_pair(std::u32string_view s, First first, Second second, bool space_before) {
-  std::u32string out;
-  out.reserve(s.size() + s.size() / 4);
-  std::size_t i = 0;
-  while (i < s.size()) {
-    if (i + 1 < s.size() && first(s[i]) && second(s[i + 1])) {
-      if (space_before) out.push_back(U' ');
-      out.push_back(s[i]);
-      out.push_back(U' ');
-      out.push_back(s[i + 1]);
-      if (!space_before) out.push_back(U' ');
-      i += 2;
-    } else {
-      out.push_back(s[i++]);
-    }
-  }
-  return out;
-}
-
-bool is_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
 bool not_digit(char32_t c) { return !is_digit(c); }
-bool is_period_or_comma(char32_t c) { return c == U'.' || c == U','; }
-bool is_western_punct(char32_t c) {
-  return (c >= U'{' && c <= U'~') || (c >= U'[' && c <= U'`') || (c >= U' ' && c <= U'&') ||
-         (c >= U'(' && c <= U'+') || (c >= U':' && c <= U'@') || c == U'/';
-}
+
 bool is_asian_punct(char32_t c) {
   return c == 0x3001 || c == 0x3002 || (c >= 0x3008 && c <= 0x3011) ||
          (c >= 0x3014 && c <= 0x301F) || (c >= 0xFF61 && c <= 0xFF65) || c == 0x30FB;
@@ -96,12 +48,12 @@ std::u32string normalize_general_and_western(std::u32string s) {
   replace_all(s, U"&lt;", U"<");
   replace_all(s, U"&gt;", U">");
   s = U" " + s + U" ";
-  s = pad_chars(s, is_western_punct);
+  s = pad_chars(s, is_13a_punct);
   replace_all(s, U"'s ", U" 's ");
   // "'s$" cannot match: the string ends with the padding space.
-  s = sub_pair(s, not_digit, is_period_or_comma, false);
-  s = sub_pair(s, is_period_or_comma, not_digit, true);
-  s = sub_pair(s, is_digit, [](char32_t c) { return c == U'-'; }, false);
+  s = sub_pair(s, not_digit, is_period_or_comma, Spaces::kAfter);
+  s = sub_pair(s, is_period_or_comma, not_digit, Spaces::kBefore);
+  s = sub_pair(s, is_digit, [](char32_t c) { return c == U'-'; }, Spaces::kAfter);
   return s;
 }
 
@@ -134,12 +86,7 @@ std::u32string tercom_tokenize(std::u32string s, const TerOptions& options) {
       s = remove_chars(s, [](char32_t c) { return is_asian_punct(c) || is_full_width_punct(c); });
     }
   }
-  std::u32string out;
-  for (const auto& w : split_whitespace(s)) {
-    if (!out.empty()) out.push_back(U' ');
-    out += w;
-  }
-  return out;
+  return join_words(s);
 }
 
 // ---- Edit distance with shifts ---------------------------------------------

@@ -1,81 +1,20 @@
 #include "results/tokenize.h"
 
 #include "core/error.h"
+#include "results/detail/rewrite.h"
 #include "results/unicode.h"
 
 namespace mambamt::results {
 namespace {
 
-// Python's ' '.join(s.split()).
-std::u32string join_words(std::u32string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  for (const auto& w : split_whitespace(s)) {
-    if (!out.empty()) out.push_back(U' ');
-    out += w;
-  }
-  return out;
-}
-
-void replace_all(std::u32string& s, std::u32string_view from, std::u32string_view to) {
-  std::size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::u32string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
-  }
-}
-
-// re.sub(r'(A)(B)', repl) for single-character classes A and B: matches are
-// found left to right and never overlap, so "a.." splits only the first period.
-// The replacement is "\1 \2 " (kAfter) or " \1 \2" (kBefore).
-enum class Spaces { kAfter, kBefore };
-template <typename First, typename Second>
-std::u32string sub_pair(std::u32string_view s, First first, Second second, Spaces spaces) {
-  std::u32string out;
-  out.reserve(s.size() + s.size() / 4);
-  std::size_t i = 0;
-  while (i < s.size()) {
-    if (i + 1 < s.size() && first(s[i]) && second(s[i + 1])) {
-      if (spaces == Spaces::kBefore) out.push_back(U' ');
-      out.push_back(s[i]);
-      out.push_back(U' ');
-      out.push_back(s[i + 1]);
-      if (spaces == Spaces::kAfter) out.push_back(U' ');
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-      ++i;
-    }
-  }
-  return out;
-}
-
-// re.sub(r'(A)', r' \1 ') for a single-character class A.
-template <typename Pred>
-std::u32string pad_chars(std::u32string_view s, Pred pred) {
-  std::u32string out;
-  out.reserve(s.size() + s.size() / 4);
-  for (char32_t c : s) {
-    if (pred(c)) {
-      out.push_back(U' ');
-      out.push_back(c);
-      out.push_back(U' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
-}
-
-bool is_digit(char32_t c) { return c >= U'0' && c <= U'9'; }
-bool is_period_or_comma(char32_t c) { return c == U'.' || c == U','; }
-
-// The ASCII class [\{-\~\[-\` -\&\(-\+\:-\@\/] of mteval-v13a: everything
-// printable except letters, digits, ' , - .
-bool is_13a_punct(char32_t c) {
-  return (c >= U'{' && c <= U'~') || (c >= U'[' && c <= U'`') || (c >= U' ' && c <= U'&') ||
-         (c >= U'(' && c <= U'+') || (c >= U':' && c <= U'@') || c == U'/';
-}
+using detail::is_13a_punct;
+using detail::is_digit;
+using detail::is_period_or_comma;
+using detail::join_words;
+using detail::pad_chars;
+using detail::replace_all;
+using detail::Spaces;
+using detail::sub_pair;
 
 std::u32string tokenize_13a(std::u32string_view line) {
   std::u32string s(line);
