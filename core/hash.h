@@ -1,7 +1,9 @@
 #pragma once
 // A 64-bit FNV-1a hash fed piece by piece, with a final avalanche so that
 // nearby inputs differ in the leading hex digits too. Not cryptographic:
-// experiment ids (short_hash) and corpus fingerprints.
+// experiment ids (short_hash) and corpus fingerprints. And CRC-32C, the
+// checksum of the HDF5 files mambamt writes (core/hdf5.h).
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -22,5 +24,13 @@ class Fnv64 {
  private:
   uint64_t h_ = 1469598103934665603ULL;
 };
+
+// CRC-32C (Castagnoli, as iSCSI and ext4 use it) of `n` bytes, continuing
+// from `crc` (0 to start): crc32c(crc32c(0, a), b) is the CRC of a then b.
+// With SSE 4.2 (every x86-64 of the last fifteen years) the crc32
+// instruction, else slicing by 8 tables.
+uint32_t crc32c(uint32_t crc, const void* data, size_t n);
+// The table version alone (for the test that both agree).
+uint32_t crc32c_portable(uint32_t crc, const void* data, size_t n);
 
 }  // namespace mambamt::core
