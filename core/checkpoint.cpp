@@ -95,6 +95,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& ckpt) {
     for (auto& [k, v] : ckpt.ints) meta.set_attr(k, v);
     for (auto& [k, v] : ckpt.floats) meta.set_attr(k, v);
     for (auto& [k, v] : ckpt.strings) meta.set_attr(k, v);
+    f.close();  // sealed (core/hdf5.h)
   });
 }
 

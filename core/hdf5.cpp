@@ -1,9 +1,15 @@
 #include "core/hdf5.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/hash.h"
 
 namespace mambamt::core::h5 {
 
@@ -33,6 +39,11 @@ std::string last_error() {
 
 void Handle::reset() {
   if (id_ < 0) return;
+  // Closing a file closes its objects too (File::close): their ids are dead.
+  if (H5Iis_valid(id_) <= 0) {
+    id_ = H5I_INVALID_HID;
+    return;
+  }
   switch (H5Iget_type(id_)) {
     case H5I_FILE: H5Fclose(id_); break;
     case H5I_GROUP: H5Gclose(id_); break;
@@ -408,27 +419,137 @@ Dataset Group::write_strings(const std::string& name, const std::vector<std::str
   return write_raw(name, t.get(), {values.size()}, ptrs.data());
 }
 
+// ---------------------------------------------------------------- seal
+
+namespace {
+
+constexpr char kSealMagic[] = "mambamt-hdf5-seal 1\n";
+constexpr unsigned char kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+// CRC-32C of the bytes from `from` to the end, and the file's length.
+std::pair<uint32_t, uint64_t> checksum_after(std::FILE* f, const std::string& path, uint64_t from) {
+  if (std::fseek(f, static_cast<long>(from), SEEK_SET) != 0) throw Error(path + ": cannot seek");
+  std::vector<char> buf(1 << 20);
+  uint32_t crc = 0;
+  uint64_t size = from;
+  while (true) {
+    size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    crc = crc32c(crc, buf.data(), n);
+    size += n;
+    if (n < buf.size()) break;
+  }
+  if (std::ferror(f)) throw Error(path + ": read error");
+  return {crc, size};
+}
+
+}  // namespace
+
+void seal(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "r+b"));
+  if (!f) throw Error(path + ": cannot open to seal: " + std::strerror(errno));
+  unsigned char sig[8] = {};
+  if (std::fseek(f.get(), static_cast<long>(kSealBytes), SEEK_SET) != 0 ||
+      std::fread(sig, 1, sizeof sig, f.get()) != sizeof sig || std::memcmp(sig, kHdf5Signature, sizeof sig) != 0)
+    throw Error(path + ": cannot seal: no HDF5 file after a " + std::to_string(kSealBytes) + "-byte user block");
+  const auto [crc, size] = checksum_after(f.get(), path, kSealBytes);
+  char block[kSealBytes] = {};
+  std::snprintf(block, sizeof block, "%scrc32c %08x\nbytes %llu\n", kSealMagic, crc,
+                static_cast<unsigned long long>(size));
+  if (std::fseek(f.get(), 0, SEEK_SET) != 0 || std::fwrite(block, 1, sizeof block, f.get()) != sizeof block ||
+      std::fflush(f.get()) != 0)
+    throw Error(path + ": cannot write the seal: " + std::strerror(errno));
+}
+
+bool sealed(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  char head[sizeof kSealMagic - 1] = {};
+  return f && std::fread(head, 1, sizeof head, f.get()) == sizeof head &&
+         std::memcmp(head, kSealMagic, sizeof head) == 0;
+}
+
+std::string seal_error(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) return "";  // HDF5 says why it cannot open it
+  char block[kSealBytes] = {};
+  const size_t got = std::fread(block, 1, sizeof block, f.get());
+  if (got < sizeof kHdf5Signature || std::memcmp(block, kHdf5Signature, sizeof kHdf5Signature) == 0) return "";
+  const size_t magic = sizeof kSealMagic - 1;
+  if (got < kSealBytes || std::memcmp(block, kSealMagic, magic) != 0) {
+    // Not ours. A user block left empty is a created file that was never
+    // sealed (its writer failed); anything else HDF5 judges.
+    if (got == kSealBytes && std::all_of(block, block + kSealBytes, [](char c) { return c == 0; })) {
+      unsigned char sig[8] = {};
+      if (std::fread(sig, 1, sizeof sig, f.get()) == sizeof sig && std::memcmp(sig, kHdf5Signature, 8) == 0)
+        return "never sealed: the program writing it stopped before it finished the file";
+    }
+    return "";
+  }
+  unsigned crc_sealed = 0;
+  unsigned long long size_sealed = 0;
+  if (std::sscanf(block + magic, "crc32c %8x\nbytes %llu\n", &crc_sealed, &size_sealed) != 2)
+    return "its seal (the first " + std::to_string(kSealBytes) + " bytes) is damaged";
+  const auto [crc, size] = checksum_after(f.get(), path, kSealBytes);
+  if (size != size_sealed)
+    return "damaged: " + std::to_string(size) + " bytes where " + std::to_string(size_sealed) +
+           " were written" + (size < size_sealed ? " (cut short)" : "");
+  if (crc != crc_sealed) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "damaged: its bytes changed since they were written (CRC-32C %08x, sealed %08x)",
+                  crc, crc_sealed);
+    return msg;
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------- File
+
+File::File(Handle h, std::string path, bool created)
+    : h_(std::move(h)), path_(std::move(path)), created_(created), uncaught_(std::uncaught_exceptions()) {}
+
+File::~File() {
+  if (!h_) return;
+  if (!created_ || std::uncaught_exceptions() > uncaught_) {
+    h_.reset();  // a failed writer's file stays unsealed
+    return;
+  }
+  try {
+    close();
+  } catch (const std::exception&) {
+    // Unsealed, so it does not open: the failure shows where it is read.
+  }
+}
 
 File File::create(const std::string& path, bool truncate) {
   init();
   Handle fcpl = check(H5Pcreate(H5P_FILE_CREATE), "H5Pcreate");
   // Track creation order so h5py/h5dump can list in write order if asked.
   H5Pset_link_creation_order(fcpl.get(), H5P_CRT_ORDER_TRACKED);
-  Handle f(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.get(), H5P_DEFAULT));
+  H5Pset_userblock(fcpl.get(), kSealBytes);  // the seal's place
+  // Closing the file closes its groups and datasets too, so the bytes are
+  // all written when it is sealed.
+  Handle fapl = check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate");
+  H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG);
+  Handle f(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.get(), fapl.get()));
   if (!f) throw Error(path + ": cannot create HDF5 file: " + last_error());
-  return File(std::move(f), path);
+  return File(std::move(f), path, /*created=*/true);
 }
 
-File File::open(const std::string& path, Mode mode) {
+File File::open(const std::string& path) {
   init();
-  Handle f(H5Fopen(path.c_str(), mode == Mode::ReadWrite ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (std::string why = seal_error(path); !why.empty()) throw InputError(path + ": " + why);
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f) throw InputError(path + ": cannot open HDF5 file: " + last_error());
-  return File(std::move(f), path);
+  return File(std::move(f), path, /*created=*/false);
 }
 
 bool File::is_hdf5(const std::string& path) {
   init();
+  if (sealed(path)) return true;  // even when damaged: open() says how
   htri_t r = H5Fis_hdf5(path.c_str());
   H5Eclear2(H5E_DEFAULT);
   return r > 0;
@@ -442,6 +563,14 @@ Group File::root() const {
 
 void File::flush() {
   if (H5Fflush(h_.get(), H5F_SCOPE_GLOBAL) < 0) throw Error(path_ + ": flush failed: " + last_error());
+}
+
+void File::close() {
+  if (!h_) return;
+  const herr_t rc = H5Fclose(h_.get());
+  h_ = Handle();  // its id is dead now: nothing is closed twice
+  if (rc < 0) throw Error(path_ + ": cannot close: " + last_error());
+  if (created_) seal(path_);
 }
 
 }  // namespace mambamt::core::h5

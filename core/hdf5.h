@@ -3,6 +3,16 @@
 // closes it with the matching H5?close; failures throw mambamt::Error with the
 // HDF5 error stack and the file name. Files written here are plain groups,
 // datasets and attributes, readable with h5dump and h5py.
+//
+// Every file created here is sealed when it closes: its first 512 bytes are
+// an HDF5 user block (which HDF5 and h5py skip) holding the file's length and
+// the CRC-32C of the bytes after the block. File::open checks the seal before
+// HDF5 reads a byte, so a file damaged on disk is an InputError that names it
+// and not a crash: HDF5 follows damaged offsets into its global heap (where
+// variable-length strings live) without checks, and crashes or loops. Files are never changed in place (writers write a
+// new file and rename it over the old one), so a seal stays true. A file
+// without a user block (written by h5py, or by a mambamt from before the
+// seal) opens unchecked.
 #include <hdf5.h>
 
 #include <cstdint>
@@ -124,23 +134,51 @@ class Group : public Object {
 
 class File {
  public:
-  enum class Mode { ReadOnly, ReadWrite };
-  // Creates a new file; fails if it exists unless `truncate`.
+  // Creates a new file; fails if it exists unless `truncate`. It is sealed
+  // when it closes.
   static File create(const std::string& path, bool truncate = false);
-  static File open(const std::string& path, Mode mode = Mode::ReadOnly);
-  // Is this a readable HDF5 file?
+  // Opens a file to read, after checking its seal: InputError naming the
+  // file when its bytes differ from those it was sealed with.
+  static File open(const std::string& path);
+  // Is this an HDF5 file? (A sealed one is, damaged or not: open() says
+  // what is wrong with it.)
   static bool is_hdf5(const std::string& path);
+
+  File(File&&) noexcept = default;
+  File& operator=(File&&) = delete;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  // Closes the file (and seals a created one) when close() has not; a
+  // created file stays unsealed, so unreadable, when an exception is on its
+  // way (the writer failed) or sealing fails.
+  ~File();
 
   Group root() const;
   const std::string& path() const { return path_; }
   void flush();
-  void close() { h_.reset(); }
+  // Closes the file; a created one with everything of it still open, and
+  // seals it. Throws Error when it cannot.
+  void close();
 
  private:
-  File(Handle h, std::string path) : h_(std::move(h)), path_(std::move(path)) {}
+  File(Handle h, std::string path, bool created);
   Handle h_;
   std::string path_;
+  bool created_ = false;
+  int uncaught_ = 0;  // std::uncaught_exceptions() when it was created
 };
+
+// The size of the user block that holds the seal.
+constexpr size_t kSealBytes = 512;
+// Seals a closed HDF5 file whose first kSealBytes are a user block: writes
+// its length and the CRC-32C of the rest into the block.
+void seal(const std::string& path);
+// Does the file start with a seal (whether it holds or not)?
+bool sealed(const std::string& path);
+// Checks a file's seal: "" when it holds, or has none (no user block: the
+// file starts with the HDF5 signature, or is no HDF5 file at all); else what
+// is wrong, for a message.
+std::string seal_error(const std::string& path);
 
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();

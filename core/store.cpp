@@ -187,6 +187,7 @@ void write_store(const std::string& file, const StoreSnapshot& d) {
   }
   h5::Group sys = root.create_group("system");
   for (auto& [k, v] : d.system) sys.set_attr(k, v);
+  f.close();  // sealed (core/hdf5.h)
 }
 
 }  // namespace

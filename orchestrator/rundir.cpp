@@ -165,6 +165,7 @@ void write_record_file(const std::string& path, const SweepRecord& r) {
       for (auto& s : flat) ptrs.push_back(s.c_str());
       pts.write_raw("axis_values", t.get(), {r.ids.size(), r.axes.size()}, ptrs.data());
     }
+    f.close();  // sealed (core/hdf5.h)
   });
 }
 
