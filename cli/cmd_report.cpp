@@ -358,18 +358,14 @@ Command plan_command() {
               return 0;
             }
             orchestrator::ExpandedGrid g = orchestrator::expand_grid(core::parse_grid(text, file));
-            std::map<std::string, int64_t> counted;  // model canonical -> parameters
             std::cout << "parameters per point (vocabulary from data.vocab_size):\n";
             for (auto& p : g.points) {
               if (!p.valid()) {
                 std::cout << "  " << p.id << "  invalid  " << p.name << "\n";
                 continue;
               }
-              core::ExperimentConfig model_only;
-              model_only.model = p.config->model;
-              std::string key = model_only.canonical() + std::to_string(p.config->data.vocab_size);
-              if (!counted.count(key)) counted[key] = models::count_parameters(p.config->model, p.config->data.vocab_size);
-              std::cout << "  " << p.id << "  " << counted[key] << "  " << p.name << "\n";
+              std::cout << "  " << p.id << "  " << models::count_parameters(p.config->model, p.config->data.vocab_size)
+                        << "  " << p.name << "\n";
             }
             core::ExperimentConfig base = g.grid.point({});
             std::cout << "\nbase experiment " << base.id() << ":\n" << models::plan_report(base.model, base.data.vocab_size);

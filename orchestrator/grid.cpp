@@ -37,9 +37,9 @@ std::string canonical_value(const core::GridConfig& grid, const std::string& key
 }  // namespace
 
 double estimate_cost_pflop(const core::ExperimentConfig& c) {
-  // The model's own parameter count (models/plan.h counts every kind,
-  // analytically), less one embedding table: lookups cost nothing, the
-  // output projection does.
+  // The model's own parameter count (models/plan.h counts every kind from
+  // its layers, without building the model), less one embedding table:
+  // lookups cost nothing, the output projection does.
   const int64_t vocab = c.data.vocab_size;
   const double params = static_cast<double>(models::count_parameters(c.model, vocab)) -
                         static_cast<double>(vocab) * static_cast<double>(c.model.d_model);
