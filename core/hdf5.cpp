@@ -1,5 +1,7 @@
 #include "core/hdf5.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -472,11 +474,12 @@ bool sealed(const std::string& path) {
          std::memcmp(head, kSealMagic, sizeof head) == 0;
 }
 
-std::string seal_error(const std::string& path) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) return "";  // HDF5 says why it cannot open it
+namespace {
+
+// seal_error of the file open as `f`, read from its start.
+std::string seal_error_of(std::FILE* f, const std::string& path) {
   char block[kSealBytes] = {};
-  const size_t got = std::fread(block, 1, sizeof block, f.get());
+  const size_t got = std::fread(block, 1, sizeof block, f);
   if (got < sizeof kHdf5Signature || std::memcmp(block, kHdf5Signature, sizeof kHdf5Signature) == 0) return "";
   const size_t magic = sizeof kSealMagic - 1;
   if (got < kSealBytes || std::memcmp(block, kSealMagic, magic) != 0) {
@@ -484,7 +487,7 @@ std::string seal_error(const std::string& path) {
     // sealed (its writer failed); anything else HDF5 judges.
     if (got == kSealBytes && std::all_of(block, block + kSealBytes, [](char c) { return c == 0; })) {
       unsigned char sig[8] = {};
-      if (std::fread(sig, 1, sizeof sig, f.get()) == sizeof sig && std::memcmp(sig, kHdf5Signature, 8) == 0)
+      if (std::fread(sig, 1, sizeof sig, f) == sizeof sig && std::memcmp(sig, kHdf5Signature, 8) == 0)
         return "never sealed: the program writing it stopped before it finished the file";
     }
     return "";
@@ -493,7 +496,7 @@ std::string seal_error(const std::string& path) {
   unsigned long long size_sealed = 0;
   if (std::sscanf(block + magic, "crc32c %8x\nbytes %llu\n", &crc_sealed, &size_sealed) != 2)
     return "its seal (the first " + std::to_string(kSealBytes) + " bytes) is damaged";
-  const auto [crc, size] = checksum_after(f.get(), path, kSealBytes);
+  const auto [crc, size] = checksum_after(f, path, kSealBytes);
   if (size != size_sealed)
     return "damaged: " + std::to_string(size) + " bytes where " + std::to_string(size_sealed) +
            " were written" + (size < size_sealed ? " (cut short)" : "");
@@ -504,6 +507,24 @@ std::string seal_error(const std::string& path) {
     return msg;
   }
   return "";
+}
+
+// Are the file the seal was checked on and the file HDF5 opened the same one?
+bool same_file(std::FILE* checked, hid_t opened, const std::string& path) {
+  void* handle = nullptr;  // the sec2 driver's: a pointer to its descriptor
+  struct stat a {}, b {};
+  if (H5Fget_vfd_handle(opened, H5P_DEFAULT, &handle) < 0 || handle == nullptr)
+    throw Error(path + ": cannot get HDF5's file descriptor: " + last_error());
+  if (fstat(fileno(checked), &a) != 0 || fstat(*static_cast<int*>(handle), &b) != 0)
+    throw Error(path + ": cannot stat: " + std::strerror(errno));
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+}  // namespace
+
+std::string seal_error(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  return f ? seal_error_of(f.get(), path) : "";  // HDF5 says why it cannot open it
 }
 
 // ---------------------------------------------------------------- File
@@ -541,10 +562,22 @@ File File::create(const std::string& path, bool truncate) {
 
 File File::open(const std::string& path) {
   init();
-  if (std::string why = seal_error(path); !why.empty()) throw InputError(path + ": " + why);
-  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!f) throw InputError(path + ": cannot open HDF5 file: " + last_error());
-  return File(std::move(f), path, /*created=*/false);
+  // The seal is checked on one open of the path and HDF5 opens it again. A
+  // writer that renames a new file over the path in between would have
+  // HDF5 read a file whose seal nobody checked, so the two opens must be of
+  // the same file (device and inode); if not, the new file is checked.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    FilePtr checked(std::fopen(path.c_str(), "rb"));
+    if (checked)
+      if (std::string why = seal_error_of(checked.get(), path); !why.empty()) throw InputError(path + ": " + why);
+    Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    if (!f) throw InputError(path + ": cannot open HDF5 file: " + last_error());
+    if (checked && same_file(checked.get(), f.get(), path)) return File(std::move(f), path, /*created=*/false);
+    if (attempt == kAttempts)
+      throw InputError(path + ": replaced by another file each time it was opened (" + std::to_string(kAttempts) +
+                       " times)");
+  }
 }
 
 bool File::is_hdf5(const std::string& path) {
