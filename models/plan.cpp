@@ -175,17 +175,53 @@ struct StackCount {
   }
 };
 
+// What a layer's count depends on besides its spec and the stack's
+// direction: the model config with the fields that only shape the plan, or
+// change no count, at their defaults (stack_options reads the rest).
+std::string layer_count_key(const core::ModelConfig& c) {
+  const core::ModelConfig d;
+  core::ExperimentConfig e;
+  e.model = c;
+  core::ModelConfig& m = e.model;
+  m.kind = d.kind;
+  m.enc_layers = d.enc_layers;
+  m.dec_layers = d.dec_layers;
+  m.attention_ratio = d.attention_ratio;
+  m.attention_placement = d.attention_placement;
+  m.cross_attn_every = d.cross_attn_every;
+  m.enc_plan = d.enc_plan;
+  m.dec_plan = d.dec_plan;
+  m.chunk_size = d.chunk_size;
+  m.dropout = d.dropout;
+  m.attn_dropout = d.attn_dropout;
+  m.rope_base = d.rope_base;
+  m.init_std = d.init_std;
+  return e.canonical();
+}
+
 // Counts by building each distinct layer once (memory stays at one layer).
-StackCount count_stack(const StackOptions& o) {
+// Building initialises the weights, which is most of the time, and a grid's
+// models share most of their layers (its axes move the plan, not the
+// layers), so each layer is counted once per process.
+StackCount count_stack(const StackOptions& o, const std::string& config_key) {
+  static std::mutex mutex;
+  static std::map<std::string, int64_t> counted;  // config key, direction, layer -> parameters
   torch::NoGradGuard no_grad;
   StackCount sc;
-  std::map<std::string, int64_t> seen;
   const int64_t dense = o.dense_connections > 0 ? 2 * o.d_model * o.d_model : 0;
   for (size_t i = 0; i < o.layers.size(); ++i) {
-    const std::string key = o.layers[i].name();
-    auto it = seen.find(key);
-    if (it == seen.end()) it = seen.emplace(key, numel_of(LayerImpl(o.layers[i], o))).first;
-    sc.layers.push_back(it->second + (i > 0 ? dense : 0));
+    const std::string key = config_key + (o.causal ? "\ncausal " : "\nbidirectional ") + o.layers[i].name();
+    int64_t n = -1;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (auto it = counted.find(key); it != counted.end()) n = it->second;
+    }
+    if (n < 0) {
+      n = numel_of(LayerImpl(o.layers[i], o));
+      std::lock_guard<std::mutex> lock(mutex);
+      counted.emplace(key, n);
+    }
+    sc.layers.push_back(n + (i > 0 ? dense : 0));
   }
   sc.final_norm = o.d_model;
   return sc;
@@ -201,8 +237,9 @@ struct ModelCount {
 ModelCount count_model(const core::ModelConfig& c, int64_t vocab) {
   ModelCount m;
   m.plan = make_plan(c);
-  if (!m.plan.encoder.empty()) m.encoder = count_stack(stack_options(c, m.plan.encoder, false));
-  m.decoder = count_stack(stack_options(c, m.plan.decoder, true));
+  const std::string key = layer_count_key(c);
+  if (!m.plan.encoder.empty()) m.encoder = count_stack(stack_options(c, m.plan.encoder, false), key);
+  m.decoder = count_stack(stack_options(c, m.plan.decoder, true), key);
   const int64_t table = vocab * c.d_model;
   const int64_t tables = c.tie_embeddings ? 1 : (m.plan.decoder_only ? 2 : 3);
   m.embeddings = tables * table;

@@ -139,6 +139,41 @@ TEST_CASE("plan reports count what the models hold", "[models][plan]") {
   CHECK_THAT(r, Catch::Contains("(2 attention, 14 bimamba)"));
 }
 
+TEST_CASE("counts remembered across a grid's models are each model's own count", "[models][plan]") {
+  // count_parameters remembers each layer's count for the rest of the
+  // process: models that differ only in their plans share the counts, and
+  // every field that changes a layer's width must give it a count of its own.
+  // Every kind and variant here is counted after the ones before it.
+  std::vector<std::pair<std::string, std::string>> variants;
+  for (const KindVariant& v : model_variants()) variants.push_back({v.kind, v.extra});
+  for (const std::string& extra :
+       {"attention_ratio = 0.25\n", "attention_ratio = 0.25\nattention_placement = \"first\"\n",
+        "cross_attn_every = 1\n", "enc_layers = 5\ndec_layers = 7\n", "d_state = 16\n", "d_ff = 40\n",
+        "mlp = \"relu\"\n", "expand = 1\n", "headdim = 8\n", "ngroups = 2\nheaddim = 8\n", "d_conv = 3\n",
+        "n_heads = 4\n", "mamba_version = 1\n", "mamba_version = 1\nd_state = 4\n", "mamba_mlp = true\n",
+        "cross_attn = \"gated\"\n", "cross_attn = \"local\"\n", "attn_window = 8\n", "dense_connections = 1\n",
+        "d_model = 48\nheaddim = 24\n", "dropout = 0.3\ninit_std = 0.5\nrope_base = 500.0\n"})
+    for (const std::string kind : {"hybrid", "decoder_only", "mamba", "transformer"}) variants.push_back({kind, extra});
+  std::set<int64_t> counts;
+  int64_t counted = 0;
+  for (const auto& [kind, extra] : variants) {
+    INFO(kind << ": " << extra);
+    core::ModelConfig c;
+    try {
+      c = tiny_config(kind, extra);
+    } catch (const InputError&) {
+      CHECK(kind != "hybrid");  // a field the other kinds do not have (mamba has no attention)
+      continue;
+    }
+    const ModelPtr m = tiny_model(c);
+    ++counted;
+    CHECK(count_parameters(c, kVocab) == m->parameter_count());
+    counts.insert(m->parameter_count());
+  }
+  CHECK(counted >= 70);
+  CHECK(counts.size() >= 40);  // the variants change counts
+}
+
 TEST_CASE("presets hit their parameter counts (32k vocabulary)", "[models][plan][preset]") {
   // Targets of the research plan for the hybrid; baselines of matching size.
   const std::vector<std::pair<std::string, double>> targets = {
