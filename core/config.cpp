@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hash.h"
 
 namespace mambamt::core {
@@ -746,14 +747,6 @@ toml::table parse_toml(const std::string& text, const std::string& source) {
   }
 }
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void emit_section(std::ostringstream& out, const Section& sec, const void* target) {
   out << "[" << sec.path << "]\n";
   for (auto& f : sec.fields) out << f.name << " = " << f.format(const_cast<FieldDef&>(f).member(const_cast<void*>(target))) << "\n";
@@ -942,9 +935,9 @@ ExperimentConfig parse_experiment(const std::string& text, const std::string& so
   return experiment_from_table(root, ctx);
 }
 
-ExperimentConfig load_experiment(const std::string& path) { return parse_experiment(read_text_file(path), path); }
+ExperimentConfig load_experiment(const std::string& path) { return parse_experiment(read_file(path), path); }
 
-std::string read_text(const std::string& path) { return read_text_file(path); }
+std::string read_text(const std::string& path) { return read_file(path); }
 
 bool is_grid_text(const std::string& text) {
   std::istringstream in(text);
@@ -1078,7 +1071,7 @@ GridConfig parse_grid(const std::string& text, const std::string& source) {
 }
 
 GridConfig load_grid(const std::string& path) {
-  std::string text = read_text_file(path);
+  std::string text = read_file(path);
   if (!is_grid_text(text))
     throw InputError(path + ": not a grid file (no [sweep], [grid] or [[variant]]); `train` runs a single experiment");
   return parse_grid(text, path);

@@ -68,11 +68,20 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   });
 }
 
-std::string read_file(const std::string& path) {
+std::ifstream open_input_file(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw InputError(path + ": is a directory, not a file");
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open file");
+  if (!in) throw InputError(path + ": cannot open file" + (errno != 0 ? std::string(": ") + std::strerror(errno) : ""));
+  return in;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in = open_input_file(path);
   std::ostringstream ss;
   ss << in.rdbuf();
+  if (in.bad()) throw InputError(path + ": read error");
   return ss.str();
 }
 

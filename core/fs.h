@@ -2,6 +2,7 @@
 // Filesystem helpers for crash safety: a file is written under a temporary
 // name in the same directory, synced, and renamed over the real name, so a
 // crash leaves either the old or the new file, never a broken one.
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -21,6 +22,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // renames it to `path`. If write throws, the temporary file is removed and
 // `path` is untouched.
 void replace_file_atomic(const std::string& path, const std::function<void(const std::string& tmp)>& write);
+
+// Opens a file to read; throws InputError naming the path and why if it
+// can't. A directory is refused here: it opens on Linux and reads as empty.
+std::ifstream open_input_file(const std::string& path);
 
 // Reads a whole file; throws InputError naming the path if it can't.
 std::string read_file(const std::string& path);

@@ -789,7 +789,7 @@ std::string file_fingerprints(const std::string& dir) {
   for (const char* f : kCorpusFiles) {
     const std::string path = dir + "/" + f;
     if (detail::file_exists(path))
-      out += std::string(kFingerprint) + f + " = " + detail::hex64(detail::fnv1a(detail::read_file(path))) + "\n";
+      out += std::string(kFingerprint) + f + " = " + detail::hex64(detail::fnv1a(core::read_file(path))) + "\n";
   }
   return out;
 }
@@ -804,7 +804,7 @@ std::vector<std::string> damaged_files(const std::string& dir, const std::string
     if (eq == std::string::npos) continue;
     const size_t from = std::string(kFingerprint).size();
     const std::string path = dir + "/" + line.substr(from, eq - from);
-    if (!detail::file_exists(path) || detail::hex64(detail::fnv1a(detail::read_file(path))) != line.substr(eq + 3))
+    if (!detail::file_exists(path) || detail::hex64(detail::fnv1a(core::read_file(path))) != line.substr(eq + 3))
       out.push_back(path);
   }
   return out;
@@ -842,7 +842,7 @@ SyntheticCorpus ensure_synthetic(const SyntheticOptions& o, const std::string& d
   const std::string manifest = dir + "/manifest.txt";
   const std::string expected = synthetic_manifest(o);
   if (detail::file_exists(manifest)) {
-    const std::string text = detail::read_file(manifest);
+    const std::string text = core::read_file(manifest);
     if (text.substr(0, std::min(text.find(kFingerprint), text.size())) != expected) {
       throw InputError(located(manifest, 0, 0,
                                "this directory holds a synthetic corpus generated with other options; "

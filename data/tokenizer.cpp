@@ -201,7 +201,7 @@ Tokenizer Tokenizer::train(const Corpus& corpus, const TokenizerOptions& o, cons
 Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kModelFile).string();
   if (!detail::file_exists(path)) throw InputError(located(path, 0, 0, "no tokenizer model here"));
-  const std::string proto = detail::read_file(path);
+  const std::string proto = core::read_file(path);
   // A model written by train() is checked against its fingerprint: a
   // truncated model can still parse, as a smaller vocabulary.
   // Directories written before the fingerprint: the pieces are counted
@@ -210,7 +210,7 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string vocab_path = (std::filesystem::path(dir) / kVocabFile).string();
   std::string want;
   if (detail::file_exists(info_path)) {
-    want = split_info(detail::read_file(info_path)).second;
+    want = split_info(core::read_file(info_path)).second;
     if (!want.empty() && model_fingerprint(proto) != want)
       throw InputError(located(path, 0, 0, "damaged: its fingerprint is " + model_fingerprint(proto) + ", " +
                                                info_path + " says " + want));
@@ -220,7 +220,7 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   const std::string error = impl->model->load_proto(proto);
   if (!error.empty()) throw InputError(located(path, 0, 0, "not a sentencepiece model: " + error));
   if (want.empty() && detail::file_exists(info_path) && detail::file_exists(vocab_path)) {
-    const std::string vocab = detail::read_file(vocab_path);
+    const std::string vocab = core::read_file(vocab_path);
     const auto lines = static_cast<int>(std::count(vocab.begin(), vocab.end(), '\n'));
     if (lines != impl->model->piece_size())
       throw InputError(located(path, 0, 0, "damaged: it has " + std::to_string(impl->model->piece_size()) +
@@ -248,7 +248,7 @@ Tokenizer Tokenizer::train_or_load(const Corpus& corpus, const TokenizerOptions&
                                "missing: this tokenizer was not trained by mambamt; load it as it is "
                                "(data.tokenizer_dir) or delete the directory to retrain"));
     }
-    const std::string have = split_info(detail::read_file(info_path)).first;
+    const std::string have = split_info(core::read_file(info_path)).first;
     if (have != want) throw InputError(located(info_path, 0, 0, mismatch(have, want)));
     try {
       return load(dir);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "results/unicode.h"
 
 namespace mambamt::results {
@@ -465,11 +466,7 @@ JsonValue parse_json(std::string_view text, std::string_view source) {
 }
 
 JsonValue read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path + ": cannot open JSON file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_json(ss.str(), path);
+  return parse_json(core::read_file(path), path);
 }
 
 void write_json_file(const std::string& path, const JsonValue& value, int indent) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/fs.h"
 
 namespace mambamt::data::detail {
 
@@ -49,9 +50,7 @@ size_t utf8_invalid_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-LineReader::LineReader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
-  if (!in_) throw InputError(located(path, 0, 0, "cannot open file"));
-}
+LineReader::LineReader(const std::string& path) : path_(path), in_(core::open_input_file(path)) {}
 
 bool LineReader::next(std::string& line) {
   if (!std::getline(in_, line)) {
@@ -136,14 +135,6 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     fs::remove(tmp, ec);
     throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
   }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(located(path, 0, 0, "cannot open file"));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 bool file_exists(const std::string& path) {

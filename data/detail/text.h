@@ -47,9 +47,6 @@ bool ends_with(std::string_view s, std::string_view suffix);
 // the old or the whole new file, never a partial one. Creates parent folders.
 void write_file_atomic(const std::string& path, const std::string& content);
 
-// The whole file, or throws InputError when it cannot be read.
-std::string read_file(const std::string& path);
-
 bool file_exists(const std::string& path);
 
 // 64-bit FNV-1a, for fingerprints of options and training text.

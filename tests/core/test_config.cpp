@@ -188,8 +188,12 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
   }
 }
 
-TEST_CASE("load_experiment reports a missing file and refuses a grid", "[core][config]") {
-  CHECK_THROWS_WITH(load_experiment("/nonexistent/e.toml"), "/nonexistent/e.toml: cannot open file");
+TEST_CASE("load_experiment reports a missing file and a directory, and refuses a grid", "[core][config]") {
+  CHECK_THROWS_WITH(load_experiment("/nonexistent/e.toml"),
+                    "/nonexistent/e.toml: cannot open file: No such file or directory");
+  // A directory opens as a file on Linux and reads as empty: an empty config
+  // is every default, which would train the default model.
+  CHECK_THROWS_WITH(load_experiment("/tmp"), "/tmp: is a directory, not a file");
   CHECK_THROWS_AS(parse_experiment("[sweep]\nname = \"a\"\n", "g.toml"), InputError);
 }
 

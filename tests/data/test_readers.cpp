@@ -2,6 +2,7 @@
 // every error path: each error must name the file and line.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <set>
 
 #include "data/contrastive.h"
@@ -164,6 +165,10 @@ TEST_CASE("plain parallel text: every error names the file and line") {
 
   msg = input_error([&] { read_parallel(d.path("missing.src"), t); });
   CHECK_THAT(msg, Contains(d.path("missing.src")) && Contains("cannot open"));
+  // A directory opens on Linux and reads as an empty file.
+  std::filesystem::create_directories(d.path("dir.src"));
+  msg = input_error([&] { read_parallel(d.path("dir.src"), t); });
+  CHECK_THAT(msg, Contains(d.path("dir.src") + ": is a directory, not a file"));
 }
 
 TEST_CASE("TSV with and without document ids") {
