@@ -295,7 +295,7 @@ Corpus read_corpus(const CorpusOptions& o) {
                          detail::file_exists(docids) ? docids : "");
   }
   if (o.format == "iwslt") return read_iwslt(o.path, o.src_lang, o.tgt_lang);
-  throw InputError("data: unknown corpus format '" + o.format + "' (expected iwslt, parallel or tsv)");
+  throw InputError(o.path + ": unknown corpus format '" + o.format + "' (expected iwslt, parallel or tsv)");
 }
 
 }  // namespace mambamt::data

@@ -43,7 +43,9 @@ data::Corpus read_split(const core::ExperimentConfig& c, const std::string& path
   o.path = path;
   o.src_lang = c.data.src_lang;
   o.tgt_lang = c.data.tgt_lang;
-  if (fs::path(path).extension() == ".tsv") o.format = "tsv";
+  // The synthetic corpus has no file format of its own: files given to a
+  // synthetic experiment (eval --test) are TSV.
+  if (fs::path(path).extension() == ".tsv" || o.format == "synthetic") o.format = "tsv";
   return data::read_corpus(o);
 }
 

@@ -657,6 +657,12 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   CHECK(s2.scalars.count("test/bleu"));
   CHECK(s2.scalars.at("evaluation/version") == 0);
   CHECK(count_lines(dir + "/hyp/extra.txt") == 2);
+  // The synthetic corpus has no file format: any file given to it is TSV.
+  write_text(tmp.path("more.txt"), read_text(tmp.path("extra.tsv")));
+  CommandResult more = run_shell(mambamt_binary() + " eval --store " + dir + " --test " + tmp.path("more.txt"));
+  INFO(more.output);
+  CHECK(more.code == 0);
+  CHECK(core::ExperimentStore::read(dir + "/store.h5").scalars.at("more/bleu") == s2.scalars.at("extra/bleu"));
   write_text(tmp.path("in.txt"), "ta ul pa\n\nen ta\n");
   // stdout only: run_shell adds 2>&1 after the command, so the log lines go away inside a subshell.
   auto translate = [&](const std::string& options) {
