@@ -218,7 +218,11 @@ Tokenizer Tokenizer::load(const std::string& dir) {
   auto impl = std::make_shared<Impl>();
   impl->model = detail::spm().create();
   const std::string error = impl->model->load_proto(proto);
-  if (!error.empty()) throw InputError(located(path, 0, 0, "not a sentencepiece model: " + error));
+  if (!error.empty())
+    throw InputError(located(path, 0, 0,
+                             error.find("ParseFromArray") != std::string::npos
+                                 ? std::string("not a sentencepiece model: its bytes do not parse as one (damaged?)")
+                                 : "not a sentencepiece model: " + error));
   if (want.empty() && detail::file_exists(info_path) && detail::file_exists(vocab_path)) {
     const std::string vocab = core::read_file(vocab_path);
     const auto lines = static_cast<int>(std::count(vocab.begin(), vocab.end(), '\n'));

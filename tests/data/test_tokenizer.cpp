@@ -244,7 +244,8 @@ TEST_CASE("tokenizer errors") {
   CHECK_THAT(input_error([&] { Tokenizer::train(training_corpus(), o, d.path("x")); }), Contains("vocab_size"));
   CHECK_THAT(input_error([&] { Tokenizer::load(d.path("nothing")); }), Contains(d.path("nothing/spm.model")));
   write_file(d.path("junk/spm.model"), "not a model");
-  CHECK_THAT(input_error([&] { Tokenizer::load(d.path("junk")); }), Contains("not a sentencepiece model"));
+  CHECK_THAT(input_error([&] { Tokenizer::load(d.path("junk")); }),
+             Contains(d.path("junk/spm.model") + ": not a sentencepiece model: its bytes do not parse as one"));
 }
 
 // The shim is loaded with RTLD_DEEPBIND: sentencepiece looks symbols up in the
