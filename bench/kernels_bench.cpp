@@ -22,8 +22,8 @@
 namespace mambamt::bench {
 
 const char* const kKernelsBenchHelp =
-    "SSM kernels at NMT shapes (B=8; L in 256,1024,4096; N in 16,64,128; SSD with H=16, P=64; Mamba-1 "
-    "selective scan with d_inner=1024): (a) our kernel, (b) the best pure-LibTorch formulation "
+    "SSM kernels at NMT shapes (B=8; L in 256,1024,4096; N in 16,64,128; SSD with H=16, P=64 (d_inner "
+    "1024); Mamba-1 selective scan with d_inner=1024): (a) our kernel, (b) the best pure-LibTorch formulation "
     "(the Mamba-2 paper's chunked matmul form; SSD only), (c) the step-by-step LibTorch reference, "
     "forward and forward+backward, float32. Prints times (best of R), the ratios b/a and c/a, "
     "GFLOP/s next to LibTorch's own sgemm GFLOP/s measured in the same run, and (a)'s floor: its "
@@ -35,7 +35,9 @@ const char* const kKernelsBenchHelp =
     "(c) is skipped where it would take minutes or too much memory. Options: --quick (SSD at "
     "L=1024,256 with N=64, on a GPU L=4096,1024; Mamba-1 at L=1024 with N=16,64; 1 to 5 minutes on "
     "2 cores, most of it in (c)), --lengths LIST and --dstates LIST (every L with every N, for both "
-    "ops; either one alone keeps the other's full list), --threads N (default: all hardware threads), "
+    "ops; either one alone keeps the other's full list), --headdims LIST (SSD head widths P, each with "
+    "H = 1024/P heads, so d_inner stays 1024; the shape column then shows P), --threads N (default: "
+    "all hardware threads), "
     "--repeat R (default 5), --device cpu|cuda|auto (auto: the GPU when one is visible, as bench "
     "decode; on a GPU every timed call is waited for on the device, sgemm is cuBLAS's in float32 "
     "without TF32, the copy bandwidth a device-to-device copy, and the CUDA kernel's chunk length is "
@@ -192,14 +194,17 @@ void set_floor(Row& r, double in, double out) { r.floor = (in + out) / r.bandwid
 
 // chunk_a: the CUDA kernel's chunk length (the CPU kernel blocks on its own);
 // chunk_b: (b)'s.
-void bench_ssd(int64_t L, int64_t N, int64_t chunk_a, int64_t chunk_b, const Setup& s, std::vector<Row>& rows) {
-  const int64_t B = 8, H = 16, P = 64;
+// P: the head width, with H = 1024 / P heads; show_p: P in the shape column.
+void bench_ssd(int64_t L, int64_t N, int64_t P, bool show_p, int64_t chunk_a, int64_t chunk_b, const Setup& s,
+               std::vector<Row>& rows) {
+  const int64_t B = 8, H = 1024 / P;
   const int repeat = s.repeat;
   const bool quick = s.quick;
   const Sgemm& gemm = s.gemm;
   SsdProblem pr(B, L, H, P, N, s.device);
   const double elems = double(B) * L * H * P * N;
-  const std::string shape = "L=" + std::to_string(L) + " N=" + std::to_string(N);
+  const std::string shape =
+      "L=" + std::to_string(L) + " N=" + std::to_string(N) + (show_p ? " P=" + std::to_string(P) : std::string());
   // (c) runs one position at a time; its backward keeps one (B,H,P,N) state
   // per position alive.
   const double c_bwd_bytes = double(B) * H * P * N * 4 * L * 1.5;
@@ -316,7 +321,7 @@ void bench_scan(int64_t L, int64_t N, const Setup& s, std::vector<Row>& rows) {
 int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
   bool quick = false;
   int64_t threads = 0, repeat = 0;
-  std::vector<int64_t> lengths, dstates;
+  std::vector<int64_t> lengths, dstates, headdims;
   std::string device_name = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quick") quick = true;
@@ -324,6 +329,13 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     else if (args[i] == "--repeat") repeat = parse_int(args, i, "--repeat");
     else if (args[i] == "--lengths") lengths = parse_list(args, i, "bench kernels", "--lengths");
     else if (args[i] == "--dstates") dstates = parse_list(args, i, "bench kernels", "--dstates");
+    else if (args[i] == "--headdims") {
+      headdims = parse_list(args, i, "bench kernels", "--headdims");
+      for (int64_t P : headdims)
+        if (1024 % P != 0)
+          throw UsageError("bench kernels: --headdims takes divisors of 1024 (the SSD rows keep d_inner = 1024), not " +
+                           std::to_string(P));
+    }
     else if (args[i] == "--device") {
       if (i + 1 >= args.size()) throw UsageError("bench kernels: --device needs a value");
       device_name = args[++i];
@@ -401,10 +413,11 @@ int run_kernels_bench(const std::vector<std::string>& args, std::ostream& out) {
     return all;
   };
   // On a GPU the quick SSD rows include L = 4096, where the GPU target is.
-  for (auto [L, N] : cases(gpu ? Cases{{4096, 64}, {1024, 64}} : Cases{{1024, 64}, {256, 64}})) {
-    bench_ssd(L, N, chunk_a, chunk_b, setup, rows);
-    print(rows);
-  }
+  for (auto [L, N] : cases(gpu ? Cases{{4096, 64}, {1024, 64}} : Cases{{1024, 64}, {256, 64}}))
+    for (int64_t P : headdims.empty() ? std::vector<int64_t>{64} : headdims) {
+      bench_ssd(L, N, P, !headdims.empty(), chunk_a, chunk_b, setup, rows);
+      print(rows);
+    }
   for (auto [L, N] : cases({{1024, 16}, {1024, 64}})) {
     bench_scan(L, N, setup, rows);
     print(rows);

@@ -92,6 +92,27 @@ TEST_CASE("bench kernels prints a row per op and pass with sane values", "[bench
   CHECK(fb < 3 * f * 1.1);
 }
 
+TEST_CASE("bench kernels --headdims measures SSD at other head widths, with H = 1024 / P", "[bench]") {
+  std::ostringstream out;
+  REQUIRE(mambamt::bench::run_kernels_bench({"--quick", "--lengths", "64", "--dstates", "16", "--headdims", "16,256",
+                                             "--repeat", "1", "--threads", "1"},
+                                            out) == 0);
+  const std::string text = out.str();
+  INFO(text);
+  for (const std::string P : {"16", "256"}) {
+    const std::string row = "\n| ssd | L=64 N=16 P=" + P + " | fwd | ";
+    REQUIRE(text.find(row) != std::string::npos);
+    // The row's kernel agrees with the chunked LibTorch form at this width.
+    const std::string note = text.substr(text.find(row), text.find('\n', text.find(row) + 1) - text.find(row));
+    std::smatch m;
+    REQUIRE(std::regex_search(note, m, std::regex("max\\|a-b\\|/max\\|b\\| ([0-9.e+-]+)")));
+    CHECK(std::stod(m[1].str()) < 1e-4);
+    CHECK(text.find("\n| ssd | L=64 N=16 P=" + P + " | fwd+bwd | ") != std::string::npos);
+  }
+  CHECK(text.find("P=64") == std::string::npos);  // only the asked-for widths
+  CHECK(text.find("\n| mamba1 | L=64 D=1024 N=16 | fwd | ") != std::string::npos);
+}
+
 TEST_CASE("bench kernels rejects bad arguments, naming them", "[bench]") {
   using mambamt::UsageError;
   auto run = [](const std::vector<std::string>& args) {
@@ -103,6 +124,8 @@ TEST_CASE("bench kernels rejects bad arguments, naming them", "[bench]") {
   CHECK_THROWS_WITH(run({"--lengths", "64,0"}), Catch::Contains("--lengths takes positive integers"));
   CHECK_THROWS_WITH(run({"--dstates", "x"}), Catch::Contains("--dstates takes positive integers"));
   CHECK_THROWS_WITH(run({"--repeat", "0"}), Catch::Contains("--repeat must be a positive integer"));
+  CHECK_THROWS_WITH(run({"--headdims", "48"}), Catch::Contains("--headdims takes divisors of 1024") &&
+                                                  Catch::Contains("not 48"));
   CHECK_THROWS_WITH(run({"--fast"}), Catch::Contains("unknown argument '--fast'"));
   if (!torch::cuda::is_available())
     CHECK_THROWS_WITH(run({"--device", "cuda", "--lengths", "64"}), Catch::Contains("no GPU is visible"));
