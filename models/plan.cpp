@@ -274,23 +274,8 @@ const ModelKind* self_counting(const std::string& kind) {
 }  // namespace
 
 int64_t count_parameters(const core::ModelConfig& config, int64_t vocab_size) {
-  // Counting builds (and initialises) each distinct layer: ~0.5 s for a base
-  // model. A grid's points repeat models (seeds, data and training axes), and
-  // a sweep counts a grid twice when it checks it against the frozen one.
-  static std::mutex mutex;
-  static std::map<std::string, int64_t> counted;  // canonical model config + vocabulary -> parameters
-  core::ExperimentConfig model_only;
-  model_only.model = config;
-  const std::string key = model_only.canonical() + "\nvocab " + std::to_string(vocab_size);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = counted.find(key); it != counted.end()) return it->second;
-  }
   const ModelKind* k = self_counting(config.kind);
-  const int64_t n = k ? k->count(config, vocab_size) : count_model(config, vocab_size).total();
-  std::lock_guard<std::mutex> lock(mutex);
-  counted.emplace(key, n);
-  return n;
+  return k ? k->count(config, vocab_size) : count_model(config, vocab_size).total();
 }
 
 std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {

@@ -58,8 +58,9 @@ Plan make_plan(const core::ModelConfig& config);
 // at one layer. vocab_size sizes the embeddings.
 std::string plan_report(const core::ModelConfig& config, int64_t vocab_size);
 
-// Parameters of the model of `config` (what plan_report's total says),
-// remembered for the rest of the process.
+// Parameters of the model of `config` (what plan_report's total says). Each
+// layer is built once per process to be counted; later models with the same
+// layers reuse the counts.
 int64_t count_parameters(const core::ModelConfig& config, int64_t vocab_size);
 
 }  // namespace mambamt::models
