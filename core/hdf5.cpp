@@ -449,8 +449,8 @@ std::pair<uint32_t, uint64_t> checksum_after(std::FILE* f, const std::string& pa
   return {crc, size};
 }
 
-}  // namespace
-
+// Seals a closed HDF5 file whose first kSealBytes are a user block: writes
+// its length and the CRC-32C of the rest into the block.
 void seal(const std::string& path) {
   FilePtr f(std::fopen(path.c_str(), "r+b"));
   if (!f) throw Error(path + ": cannot open to seal: " + std::strerror(errno));
@@ -467,6 +467,7 @@ void seal(const std::string& path) {
     throw Error(path + ": cannot write the seal: " + std::strerror(errno));
 }
 
+// Does the file start with a seal (whether it holds or not)?
 bool sealed(const std::string& path) {
   FilePtr f(std::fopen(path.c_str(), "rb"));
   char head[sizeof kSealMagic - 1] = {};
@@ -474,10 +475,10 @@ bool sealed(const std::string& path) {
          std::memcmp(head, kSealMagic, sizeof head) == 0;
 }
 
-namespace {
-
-// seal_error of the file open as `f`, read from its start.
-std::string seal_error_of(std::FILE* f, const std::string& path) {
+// What is wrong with the seal of the file open as `f` (read from its start),
+// for a message; "" when it holds, or when there is none (no user block: the
+// file starts with the HDF5 signature, or is no HDF5 file at all).
+std::string seal_error(std::FILE* f, const std::string& path) {
   char block[kSealBytes] = {};
   const size_t got = std::fread(block, 1, sizeof block, f);
   if (got < sizeof kHdf5Signature || std::memcmp(block, kHdf5Signature, sizeof kHdf5Signature) == 0) return "";
@@ -522,11 +523,6 @@ bool same_file(std::FILE* checked, hid_t opened, const std::string& path) {
 
 }  // namespace
 
-std::string seal_error(const std::string& path) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  return f ? seal_error_of(f.get(), path) : "";  // HDF5 says why it cannot open it
-}
-
 // ---------------------------------------------------------------- File
 
 File::File(Handle h, std::string path, bool created)
@@ -570,7 +566,7 @@ File File::open(const std::string& path) {
   for (int attempt = 1;; ++attempt) {
     FilePtr checked(std::fopen(path.c_str(), "rb"));
     if (checked)
-      if (std::string why = seal_error_of(checked.get(), path); !why.empty()) throw InputError(path + ": " + why);
+      if (std::string why = seal_error(checked.get(), path); !why.empty()) throw InputError(path + ": " + why);
     Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
     if (!f) throw InputError(path + ": cannot open HDF5 file: " + last_error());
     if (checked && same_file(checked.get(), f.get(), path)) return File(std::move(f), path, /*created=*/false);

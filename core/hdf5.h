@@ -4,15 +4,16 @@
 // HDF5 error stack and the file name. Files written here are plain groups,
 // datasets and attributes, readable with h5dump and h5py.
 //
-// Every file created here is sealed when it closes: its first 512 bytes are
+// Every file created here is sealed when it closes: its first kSealBytes are
 // an HDF5 user block (which HDF5 and h5py skip) holding the file's length and
-// the CRC-32C of the bytes after the block. File::open checks the seal before
-// HDF5 reads a byte, so a file damaged on disk is an InputError that names it
-// and not a crash: HDF5 follows damaged offsets into its global heap (where
-// variable-length strings live) without checks, and crashes or loops. Files are never changed in place (writers write a
-// new file and rename it over the old one), so a seal stays true. A file
-// without a user block (written by h5py, or by a mambamt from before the
-// seal) opens unchecked.
+// the CRC-32C of the bytes after the block (docs/STORE.md). File::open checks
+// the seal before HDF5 reads a byte, so a file damaged on disk is an
+// InputError that names it and not a crash: HDF5 follows damaged offsets into
+// its global heap (where variable-length strings live) without checks, and
+// crashes or loops. Files are never changed in place (writers write a new
+// file and rename it over the old one), so a seal stays true. A file without
+// a user block (written by h5py, or by a mambamt from before the seal) opens
+// unchecked.
 #include <hdf5.h>
 
 #include <cstdint>
@@ -170,15 +171,6 @@ class File {
 
 // The size of the user block that holds the seal.
 constexpr size_t kSealBytes = 512;
-// Seals a closed HDF5 file whose first kSealBytes are a user block: writes
-// its length and the CRC-32C of the rest into the block.
-void seal(const std::string& path);
-// Does the file start with a seal (whether it holds or not)?
-bool sealed(const std::string& path);
-// Checks a file's seal: "" when it holds, or has none (no user block: the
-// file starts with the HDF5 signature, or is no HDF5 file at all); else what
-// is wrong, for a message.
-std::string seal_error(const std::string& path);
 
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();
