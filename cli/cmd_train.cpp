@@ -210,7 +210,7 @@ Command eval_command() {
   spec.summary = "evaluate a trained experiment again, or on more test sets";
   spec.options = {
       {"--store", "DIR", "the experiment directory (holds store.h5 and ckpt/)"},
-      {"--test", "FILE...", "test sets in the experiment's corpus format (.tsv, or any file of a synthetic experiment, as TSV); results under their file stem"},
+      {"--test", "FILE...", "test sets: TSV if .tsv or the corpus is synthetic, else its format; results under their stem"},
       {"--contrastive", "FILE...", "ContraPro-format contrastive sets to score as well"},
       {"--weights", "W", "default (mean of the last eval.average_last, else best, else newest), best or latest"},
       {"--device", "DEV", "auto (default: the experiment's train.device), cpu or cuda"},

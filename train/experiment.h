@@ -98,9 +98,10 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
 // `mambamt eval`: evaluates a trained experiment again, or on more test sets.
 struct EvalRequest {
   std::string exp_dir;
-  // Test sets in the experiment's corpus format (.tsv files as TSV); empty =
-  // the experiment's own sets and the whole suite (contrastive, entities,
-  // extrapolation, efficiency, gates).
+  // Test sets in the experiment's corpus format (TSV for .tsv files and for
+  // every file of a synthetic experiment); empty = the experiment's own sets
+  // and the whole suite (contrastive, entities, extrapolation, efficiency,
+  // gates).
   std::vector<std::string> test_files;
   // ContraPro-format contrastive sets scored as well.
   std::vector<std::string> contrastive_files;

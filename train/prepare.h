@@ -92,9 +92,10 @@ data::ExampleOptions example_options(const core::ExperimentConfig& config);
 // a model trained on windows with context on both sides).
 bool translates_in_context(const core::ExperimentConfig& config);
 
-// A test set read from `path` in the experiment's corpus format (.tsv files
-// are read as TSV whatever the format); name = the file stem. Its gold word
-// alignments are read from gold_alignment_path(path) when that file exists.
+// A test set read from `path` in the experiment's corpus format (.tsv files,
+// and every file of a synthetic experiment, are read as TSV); name = the file
+// stem. Its gold word alignments are read from gold_alignment_path(path) when
+// that file exists.
 TestSet load_test_set(const core::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& path);
 // A test set from a corpus already in memory, with the lines of its gold
 // alignment file (`alignment_path` empty: none; InputError naming that file

@@ -203,9 +203,9 @@ TEST_CASE("CRC-32C: the check value, and the crc32 instruction agrees with the t
 
 namespace {
 
-// `text` with `n` bytes from `at` replaced by `with` (or zeros).
+// `text` with `n` bytes from `at` set to `with`.
 std::string damaged(std::string text, size_t at, size_t n, char with) {
-  for (size_t i = at; i < std::min(text.size(), at + n); ++i) text[i] = with ? with : '\0';
+  for (size_t i = at; i < std::min(text.size(), at + n); ++i) text[i] = with;
   return text;
 }
 
