@@ -89,14 +89,15 @@ int64_t word_count(std::string_view sentence) {
 }
 
 std::vector<std::vector<WordAlignment>> alignments_for(const Corpus& corpus, std::vector<WordAlignment> lines,
-                                                       const std::string& path) {
+                                                       const std::string& path, const std::string& corpus_path) {
   const int64_t sentences = corpus.num_sentences();
+  const std::string of = corpus_path.empty() ? "" : " of " + corpus_path;
   if (static_cast<int64_t>(lines.size()) != sentences) {
     throw InputError(located(path, static_cast<long>(std::min<int64_t>(static_cast<int64_t>(lines.size()), sentences)) + 1,
                              0,
                              std::to_string(lines.size()) + " alignment lines for a test set of " +
-                                 std::to_string(sentences) + " sentences: one line per sentence pair, in corpus "
-                                                             "order, no blank lines between documents"));
+                                 std::to_string(sentences) + " sentences" + of +
+                                 ": one line per sentence pair, in corpus order, no blank lines between documents"));
   }
   std::vector<std::vector<WordAlignment>> out(corpus.documents.size());
   size_t k = 0;
@@ -108,8 +109,8 @@ std::vector<std::vector<WordAlignment>> alignments_for(const Corpus& corpus, std
           throw InputError(located(
               path, static_cast<long>(k) + 1, 0,
               "link " + std::to_string(l.src) + (l.sure ? "-" : "?") + std::to_string(l.tgt) + " is outside sentence " +
-                  std::to_string(s.id) + " of document " + corpus.documents[d].id + " (" + std::to_string(src_words) +
-                  " source and " + std::to_string(tgt_words) + " target words)"));
+                  std::to_string(s.id) + " of document " + corpus.documents[d].id + of + " (" +
+                  std::to_string(src_words) + " source and " + std::to_string(tgt_words) + " target words)"));
         }
       }
       out[d].push_back(std::move(lines[k]));

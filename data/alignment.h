@@ -45,9 +45,10 @@ void write_alignments(const std::vector<WordAlignment>& alignments, const std::s
 
 // The alignments of `corpus` in its shape (document, sentence) from the lines
 // of `path`: InputError naming the file and line when the number of lines is
-// not the number of sentences or a link points past the end of its sentence.
+// not the number of sentences or a link points past the end of its sentence
+// (and naming `corpus_path`, the file the corpus was read from, when given).
 std::vector<std::vector<WordAlignment>> alignments_for(const Corpus& corpus, std::vector<WordAlignment> lines,
-                                                       const std::string& path);
+                                                       const std::string& path, const std::string& corpus_path = "");
 
 // The word (0-based, as in the alignment files) of each token of one
 // sentence's ids: a sentencepiece piece starting with U+2581 begins a word,

@@ -54,16 +54,18 @@ data::Tokenizer tokenizer_for(const core::ExperimentConfig& c, const data::Corpu
   return data::Tokenizer::train_or_load(train, tokenizer_options(c), dir);
 }
 
-// A test corpus with its gold word alignments (path empty when it has none).
+// A test corpus read from `path`, with its gold word alignments
+// (alignment_path empty when it has none).
 struct TestCorpus {
   std::string name;
   data::Corpus corpus;
   std::vector<data::WordAlignment> alignments;
   std::string alignment_path;
+  std::string path;
 };
 
 TestCorpus read_test_corpus(const core::ExperimentConfig& c, const std::string& path) {
-  TestCorpus t{set_name(path), read_split(c, path), {}, gold_alignment_path(path)};
+  TestCorpus t{set_name(path), read_split(c, path), {}, gold_alignment_path(path), path};
   if (!t.alignment_path.empty()) t.alignments = data::read_alignments(t.alignment_path);
   return t;
 }
@@ -86,7 +88,7 @@ Corpora load_corpora(const core::ExperimentConfig& c, const std::string& shared_
     out.valid = std::move(s.valid);
     if (with_tests) {
       const std::string gold = s.test_alignments.empty() ? "" : out.data_dir + "/test.align";
-      out.tests.push_back({"test", std::move(s.test), std::move(s.test_alignments), gold});
+      out.tests.push_back({"test", std::move(s.test), std::move(s.test_alignments), gold, out.data_dir + "/test.tsv"});
       out.contrastive.push_back({"synthetic", std::move(s.contrastive)});
       for (auto& e : s.entities) out.entities[e.name] = e.train;
     }
@@ -172,12 +174,12 @@ void prepare_shared(const core::ExperimentConfig& config, const std::string& sha
 
 TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& name,
                       data::Corpus corpus, std::vector<data::WordAlignment> alignments,
-                      const std::string& alignment_path) {
+                      const std::string& alignment_path, const std::string& corpus_path) {
   TestSet t;
   t.name = name;
   t.corpus = std::move(corpus);
   if (!alignment_path.empty()) {
-    t.alignments = data::alignments_for(t.corpus, std::move(alignments), alignment_path);
+    t.alignments = data::alignments_for(t.corpus, std::move(alignments), alignment_path, corpus_path);
     t.alignment_file = alignment_path;
   }
   t.tokenized = data::tokenize(t.corpus, tokenizer);
@@ -220,7 +222,7 @@ TestSet make_test_set(const core::ExperimentConfig& c, const data::Tokenizer& to
 
 TestSet load_test_set(const core::ExperimentConfig& c, const data::Tokenizer& tokenizer, const std::string& path) {
   TestCorpus t = read_test_corpus(c, path);
-  return make_test_set(c, tokenizer, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path);
+  return make_test_set(c, tokenizer, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path, t.path);
 }
 
 PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& shared_dir, bool with_tests) {
@@ -260,7 +262,8 @@ PreparedData prepare_data(const core::ExperimentConfig& c, const std::string& sh
       p.valid_examples.resize(static_cast<size_t>(c.data.max_valid_examples));
   }
   for (auto& t : corpora.tests)
-    p.tests.push_back(make_test_set(c, tok, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path));
+    p.tests.push_back(
+        make_test_set(c, tok, t.name, std::move(t.corpus), std::move(t.alignments), t.alignment_path, t.path));
   p.contrastive = std::move(corpora.contrastive);
   p.entity_frequency = std::move(corpora.entities);
   return p;

@@ -97,12 +97,13 @@ bool translates_in_context(const core::ExperimentConfig& config);
 // stem. Its gold word alignments are read from gold_alignment_path(path) when
 // that file exists.
 TestSet load_test_set(const core::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& path);
-// A test set from a corpus already in memory, with the lines of its gold
-// alignment file (`alignment_path` empty: none; InputError naming that file
+// A test set from a corpus already in memory (read from `corpus_path`, when
+// it came from a file), with the lines of its gold alignment file
+// (`alignment_path` empty: none; InputError naming that file and the corpus's
 // when they do not fit the corpus).
 TestSet make_test_set(const core::ExperimentConfig& config, const data::Tokenizer& tokenizer, const std::string& name,
                       data::Corpus corpus, std::vector<data::WordAlignment> alignments = {},
-                      const std::string& alignment_path = "");
+                      const std::string& alignment_path = "", const std::string& corpus_path = "");
 
 // Where the gold word alignments of the test set at `path` are:
 // <directory>/<set_name(path)>.align, or "" when there is no such file.

@@ -83,6 +83,11 @@ TEST_CASE("alignments must fit the test set: one line per sentence, links inside
   outside[2].push_back({2, 0, true});  // d2 has 2 source words
   CHECK_THAT(input_error([&] { alignments_for(c, outside, "t.align"); }),
              Contains("t.align:3") && Contains("link 2-0") && Contains("document d2"));
+  // With the corpus's file given, the error names it too.
+  CHECK_THAT(input_error([&] { alignments_for(c, {good[0]}, "t.align", "sets/t.tsv"); }),
+             Contains("t.align:2") && Contains("3 sentences of sets/t.tsv"));
+  CHECK_THAT(input_error([&] { alignments_for(c, outside, "t.align", "sets/t.tsv"); }),
+             Contains("document d2 of sets/t.tsv"));
 }
 
 TEST_CASE("synthetic gold alignments link every word to the word it translates") {

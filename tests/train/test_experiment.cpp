@@ -211,7 +211,8 @@ TEST_CASE("gold word alignments: the synthetic test.align, <set>.align beside a 
   } catch (const InputError& e) {
     msg = e.what();
   }
-  CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":2") && Catch::Contains("link 4-1"));
+  CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":2") && Catch::Contains("link 4-1") &&
+                      Catch::Contains("document d1 of " + set));
   write_text(tmp.path("sets/extra.align"), "0-0 1-1 2-2\n0-0\n");
   msg.clear();
   try {
@@ -220,7 +221,15 @@ TEST_CASE("gold word alignments: the synthetic test.align, <set>.align beside a 
     msg = e.what();
   }
   CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":3") &&
-                      Catch::Contains("2 alignment lines for a test set of 3 sentences"));
+                      Catch::Contains("2 alignment lines for a test set of 3 sentences of " + set));
+  // `mambamt eval --test` names the test file too.
+  msg.clear();
+  try {
+    train::load_test_set(c, *p.tokenizer, set);
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  CHECK_THAT(msg, Catch::Contains(tmp.path("sets/extra.align") + ":3") && Catch::Contains("sentences of " + set));
 }
 
 TEST_CASE("eval.max_examples caps test sentences: windowed, source-context and sentence-level models see the same text") {
