@@ -766,9 +766,14 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
                                            gold_links.hex());
       store.set_scalar("alignment/aer_best_layer", best < 0 ? kNaN : a.by_layer[static_cast<size_t>(best)].aer());
       store.set_scalar("alignment/aer_all_layers", a.all_layers.aer());
-      note = "held-out layer: " + layer_name(held.chosen[0]) + " for the even sentences, " +
-             layer_name(held.chosen[1]) + " for the odd (each chosen on the other half); best layer " +
-             layer_name(best) + "; " + note;
+      // One scored sentence (or scored sentences in one half only): no layer
+      // can be chosen on the other half, and the reported AER is NaN.
+      const std::string held_out =
+          held.counts.sentences == 0
+              ? "held-out layer: none (every scored sentence is in one half: a held-out choice needs two or more)"
+              : "held-out layer: " + layer_name(held.chosen[0]) + " for the even sentences, " +
+                    layer_name(held.chosen[1]) + " for the odd (each chosen on the other half)";
+      note = held_out + "; best layer " + layer_name(best) + "; " + note;
       spdlog::info("alignment: AER {:.3f} (held-out layer; best layer {} {:.3f}), {:.3f} over all layers, {:.3f} by "
                    "occlusion; {} sentences ({:.1f} s)",
                    held.counts.aer(), layer_name(best), best < 0 ? kNaN : a.by_layer[static_cast<size_t>(best)].aer(),

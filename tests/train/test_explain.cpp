@@ -333,6 +333,22 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
   const core::ResultTable& w = windows.tables.at("alignment/by_layer");
   for (size_t r = 0; r < w.rows.size(); ++r) CHECK(w.at(r, 5) == 40);
 
+  // One scored sentence: no layer can be chosen on the other half. The
+  // reported AER is NaN and the note says why; the other rows score it.
+  const core::StoreSnapshot one = evaluated("one", {{"train.max_steps", "4"}, {"eval.max_examples", "1"}});
+  REQUIRE(one.tables.count("alignment/by_layer"));
+  const core::ResultTable& o1 = one.tables.at("alignment/by_layer");
+  for (size_t r = 0; r < o1.rows.size(); ++r) {
+    INFO(o1.rows[r]);
+    CHECK(o1.at(r, 5) == (o1.rows[r] == "held-out layer" ? 0 : 1));
+  }
+  CHECK(std::isnan(one.scalars.at("alignment/aer")));
+  CHECK(std::isfinite(one.scalars.at("alignment/aer_best_layer")));
+  CHECK_FALSE(results::alignment_outcomes(one));
+  CHECK_THAT(one.texts.at("alignment"),
+             Catch::StartsWith("held-out layer: none (every scored sentence is in one half") &&
+                 Catch::Contains("1 sentences of test against "));
+
   // Pure Mamba: no attention over the source, its alignment by occlusion only.
   const core::StoreSnapshot mamba = evaluated("mamba", {{"model.kind", "\"mamba\""}, {"train.max_steps", "4"}});
   REQUIRE(mamba.tables.count("alignment/by_layer"));
