@@ -68,6 +68,7 @@ void collect_tensors(const h5::Group& g, const std::string& prefix, Checkpoint& 
     const DtypeInfo* info = info_for(dtype);
     if (!info) throw InputError(path + ": tensor " + name + " has unknown dtype \"" + dtype + "\"");
     std::vector<int64_t> shape;
+    d.elements();  // a damaged shape fails here, naming the file, not in the allocation
     for (auto s : d.shape()) shape.push_back(static_cast<int64_t>(s));
     torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(info->dtype));
     if (t.numel() > 0) d.read_raw(info->h5type(), t.data_ptr());

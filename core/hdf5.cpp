@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 
@@ -116,6 +117,27 @@ void Object::fail(const std::string& what) const {
   throw Error(file_ + ": " + path_ + ": " + what + ": " + last_error());
 }
 
+size_t Object::checked_count(const std::vector<uint64_t>& shape, const std::string& what) const {
+  // Every element takes at least a byte of the file (nothing is compressed,
+  // and every dataset and attribute is written whole when it is made).
+  Handle f(H5Iget_file_id(id()));
+  hsize_t file_bytes = 0;
+  if (!f || H5Fget_filesize(f.get(), &file_bytes) < 0) fail("cannot get the file's size");
+  uint64_t n = 1;
+  bool over = false;
+  for (uint64_t d : shape) {
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / d) over = true;
+    n = over ? n : n * d;
+  }
+  if (over || n > file_bytes || n > std::numeric_limits<size_t>::max() / 8) {
+    std::string dims;
+    for (uint64_t d : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
+    throw Error(file_ + ": " + path_ + ": damaged: " + what + " of shape " + dims + " claims more elements than the " +
+                std::to_string(file_bytes) + "-byte file holds");
+  }
+  return static_cast<size_t>(n);
+}
+
 bool Object::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
 
 std::vector<std::string> Object::attr_names() const {
@@ -200,8 +222,10 @@ std::vector<std::string> Object::attr_strings(const std::string& name) const {
   if (H5Tget_class(ft.get()) != H5T_STRING) fail("attribute " + name + " is not a string");
   Handle sp(H5Aget_space(a.get()));
   if (H5Sget_simple_extent_type(sp.get()) == H5S_NULL) return {};
-  hssize_t n = H5Sget_simple_extent_npoints(sp.get());
-  return read_string_data(ft.get(), static_cast<size_t>(n), [&](hid_t mem, void* buf) {
+  const hssize_t points = H5Sget_simple_extent_npoints(sp.get());
+  if (points < 0) fail("cannot read the shape of attribute " + name);
+  const size_t n = checked_count({static_cast<uint64_t>(points)}, "attribute " + name);
+  return read_string_data(ft.get(), n, [&](hid_t mem, void* buf) {
     if (H5Aread(a.get(), mem, buf) < 0) fail("cannot read attribute " + name);
   });
 }
@@ -211,8 +235,10 @@ std::vector<double> Object::attr_doubles(const std::string& name) const {
   if (!a) fail("no attribute " + name);
   Handle sp(H5Aget_space(a.get()));
   if (H5Sget_simple_extent_type(sp.get()) == H5S_NULL) return {};
-  hssize_t n = H5Sget_simple_extent_npoints(sp.get());
-  std::vector<double> out(static_cast<size_t>(n));
+  const hssize_t points = H5Sget_simple_extent_npoints(sp.get());
+  if (points < 0) fail("cannot read the shape of attribute " + name);
+  const size_t n = checked_count({static_cast<uint64_t>(points)}, "attribute " + name);
+  std::vector<double> out(n);
   if (n > 0 && H5Aread(a.get(), H5T_NATIVE_DOUBLE, out.data()) < 0) fail("cannot read attribute " + name);
   return out;
 }
@@ -243,6 +269,14 @@ double Object::attr_double_or(const std::string& name, double def) const {
 
 // ---------------------------------------------------------------- Dataset
 
+namespace {
+size_t element_count(const std::vector<uint64_t>& shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+}  // namespace
+
 std::vector<uint64_t> Dataset::shape() const {
   Handle sp(H5Dget_space(id()));
   int rank = H5Sget_simple_extent_ndims(sp.get());
@@ -265,22 +299,14 @@ void Dataset::read_raw(hid_t mem_type, void* out) const {
   if (H5Dread(id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) fail("cannot read");
 }
 
-namespace {
-size_t element_count(const std::vector<uint64_t>& shape) {
-  size_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
-}
-}  // namespace
-
 std::vector<double> Dataset::read_doubles() const {
-  std::vector<double> out(element_count(shape()));
+  std::vector<double> out(elements());
   if (!out.empty()) read_raw(H5T_NATIVE_DOUBLE, out.data());
   return out;
 }
 
 std::vector<int64_t> Dataset::read_ints() const {
-  std::vector<int64_t> out(element_count(shape()));
+  std::vector<int64_t> out(elements());
   if (!out.empty()) read_raw(H5T_NATIVE_INT64, out.data());
   return out;
 }
@@ -288,7 +314,7 @@ std::vector<int64_t> Dataset::read_ints() const {
 std::vector<std::string> Dataset::read_strings() const {
   Handle ft(H5Dget_type(id()));
   if (H5Tget_class(ft.get()) != H5T_STRING) fail("not a string dataset");
-  size_t n = element_count(shape());
+  const size_t n = elements();
   return read_string_data(ft.get(), n, [&](hid_t mem, void* buf) { read_raw(mem, buf); });
 }
 

@@ -82,6 +82,10 @@ class Object {
  protected:
   Object(Handle h, std::string file, std::string path) : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
   [[noreturn]] void fail(const std::string& what) const;
+  // `count` elements, checked against the file: a damaged file's dataspace
+  // can claim more elements than its bytes hold (or than size_t counts),
+  // which would be allocated before HDF5 reads anything. `what` names them.
+  size_t checked_count(const std::vector<uint64_t>& shape, const std::string& what) const;
   Handle h_;
   std::string file_;  // for messages
   std::string path_;  // path inside the file
@@ -90,6 +94,9 @@ class Object {
 class Dataset : public Object {
  public:
   std::vector<uint64_t> shape() const;
+  // The number of elements of shape(), or an Error naming the file when a
+  // damaged file claims more than it can hold (read before allocating).
+  size_t elements() const { return checked_count(shape(), "the dataset"); }
   // The whole dataset converted to doubles / int64 / strings.
   std::vector<double> read_doubles() const;
   std::vector<int64_t> read_ints() const;

@@ -61,8 +61,7 @@ StoreStatus read_status(const h5::Group& g) {
 
 std::vector<MetricPoint> read_metric(const h5::Group& metrics, const std::string& name) {
   h5::Dataset d = metrics.dataset(name);
-  auto shape = d.shape();
-  std::vector<MetricPoint> pts(shape.empty() ? 0 : shape[0]);
+  std::vector<MetricPoint> pts(d.shape().empty() ? 0 : d.elements());
   if (!pts.empty()) {
     h5::Handle t = metric_type();
     d.read_raw(t.get(), pts.data());
@@ -239,7 +238,10 @@ StoreSnapshot ExperimentStore::read(const std::string& path) {
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    throw InputError(path + ": unreadable store: " + e.what());
+    // HDF5's messages name the file already: once is enough.
+    std::string why = e.what();
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    throw InputError(path + ": unreadable store: " + why);
   }
   return snap;
 }

@@ -267,6 +267,24 @@ TEST_CASE("HDF5 files damaged on disk are errors that name them, never a crash, 
   CHECK(legacy.scalars == want.scalars);
   CHECK(legacy.texts == want.texts);
   CHECK(legacy.tables.at("contrastive/pronouns").values == want.tables.at("contrastive/pronouns").values);
+  // Unchecked, a damaged shape is caught before it is allocated: the metric's
+  // dataspace (40 points, no maximum: 40 then 8 bytes of 0xff) made to claim
+  // 2^58 points was "cannot create std::vector larger than max_size()".
+  {
+    std::string dims(8, '\0'), huge(8, '\0');
+    dims[0] = 40;
+    huge[7] = 0x04;  // little-endian 2^58
+    const std::string pattern = dims + std::string(8, '\xff');
+    const std::string legacy_bytes = good.substr(h5::kSealBytes);
+    const size_t at = legacy_bytes.find(pattern);
+    REQUIRE(at != std::string::npos);
+    CHECK(legacy_bytes.find(pattern, at + 1) == std::string::npos);
+    write_text(path, std::string(legacy_bytes).replace(at, 8, huge));
+    CHECK_THROWS_AS(ExperimentStore::read(path), mambamt::InputError);
+    CHECK_THROWS_WITH(ExperimentStore::read(path),
+                      Catch::StartsWith(path + ": unreadable store: /metrics/train_loss: damaged: the dataset of shape "
+                                               "288230376151711744 claims more elements than the "));
+  }
 
   // A writer that fails leaves its file unsealed, and an unsealed file does not open.
   const std::string half = tmp.path("half.h5");
