@@ -123,7 +123,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    throw InputError(path + ": unreadable checkpoint: " + e.what());
+    throw InputError(path + ": unreadable checkpoint: " + h5::after_file(path, e.what()));
   }
   return out;
 }

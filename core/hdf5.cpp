@@ -40,6 +40,11 @@ std::string last_error() {
   return out.empty() ? "HDF5 error" : out;
 }
 
+std::string after_file(const std::string& file, const std::string& message) {
+  const std::string prefix = file + ": ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 void Handle::reset() {
   if (id_ < 0) return;
   // Closing a file closes its objects too (File::close): their ids are dead.

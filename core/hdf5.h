@@ -182,6 +182,11 @@ constexpr size_t kSealBytes = 512;
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();
 
+// The errors of this wrapper start with the file ("<file>: <path>: ...").
+// `message` without that "<file>: ", for an error that wraps it and names
+// the file first itself ("<file>: unreadable store: <path>: ...").
+std::string after_file(const std::string& file, const std::string& message);
+
 // One-time library setup: silence HDF5's own printing (we throw instead).
 void init();
 

@@ -238,10 +238,7 @@ StoreSnapshot ExperimentStore::read(const std::string& path) {
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    // HDF5's messages name the file already: once is enough.
-    std::string why = e.what();
-    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-    throw InputError(path + ": unreadable store: " + why);
+    throw InputError(path + ": unreadable store: " + h5::after_file(path, e.what()));
   }
   return snap;
 }

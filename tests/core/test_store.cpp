@@ -392,6 +392,38 @@ TEST_CASE("checkpoints read back bitwise equal for every dtype and shape", "[cor
   CHECK_THROWS_WITH(read_checkpoint(tmp.path("missing.h5")), Catch::Contains("missing.h5: no such checkpoint"));
 }
 
+TEST_CASE("an unsealed checkpoint whose tensor shape is damaged is an error naming file and tensor", "[core][checkpoint]") {
+  TempDir tmp;
+  Checkpoint c;
+  c.tensors["w"] = torch::ones({37, 3});
+  c.ints["step"] = 5;
+  const std::string path = tmp.path("c.h5");
+  write_checkpoint(path, c);
+  // Without its seal (as a mambamt from before the seal wrote checkpoints),
+  // with the tensor's dataspace (37 x 3: two 8-byte sizes, then the same as
+  // its maximum sizes) claiming 2^58 rows.
+  const std::string unsealed = read_text(path).substr(h5::kSealBytes);
+  std::string dims(16, '\0'), huge(8, '\0');
+  dims[0] = 37;
+  dims[8] = 3;
+  huge[7] = 0x04;
+  const size_t at = unsealed.find(dims);
+  REQUIRE(at != std::string::npos);
+  CHECK(unsealed.find(dims, at + 1) == at + 16);
+  CHECK(unsealed.find(dims, at + 17) == std::string::npos);
+  write_text(path, std::string(unsealed).replace(at, 8, huge).replace(at + 16, 8, huge));
+  CHECK_THROWS_AS(read_checkpoint(path), mambamt::InputError);
+  CHECK_THROWS_WITH(read_checkpoint(path),
+                    Catch::StartsWith(path + ": unreadable checkpoint: /tensors/w: damaged: the dataset of shape "
+                                             "288230376151711744 x 3 claims more elements than the "));
+  CHECK(h5::open_object_count() == 0);
+  // The wrapped message names the file once: h5::after_file drops a leading
+  // "<file>: " and nothing else.
+  CHECK(h5::after_file("r/s.h5", "r/s.h5: /metrics/x: damaged") == "/metrics/x: damaged");
+  CHECK(h5::after_file("r/s.h5", "cannot open r/s.h5") == "cannot open r/s.h5");
+  CHECK(h5::after_file("r/s.h5", "r/s.h5x: another file") == "r/s.h5x: another file");
+}
+
 TEST_CASE("a checkpoint directory keeps the last K and the best", "[core][checkpoint]") {
   TempDir tmp;
   CheckpointDir dir(tmp.path("ckpt"));
