@@ -129,12 +129,12 @@ size_t Object::checked_count(const std::vector<uint64_t>& shape, const std::stri
   hsize_t file_bytes = 0;
   if (!f || H5Fget_filesize(f.get(), &file_bytes) < 0) fail("cannot get the file's size");
   uint64_t n = 1;
-  bool over = false;
+  bool over = false;  // past uint64: more than any file holds
   for (uint64_t d : shape) {
-    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / d) over = true;
-    n = over ? n : n * d;
+    over = over || (d != 0 && n > std::numeric_limits<uint64_t>::max() / d);
+    if (!over) n *= d;
   }
-  if (over || n > file_bytes || n > std::numeric_limits<size_t>::max() / 8) {
+  if (over || n > file_bytes) {
     std::string dims;
     for (uint64_t d : shape) dims += (dims.empty() ? "" : " x ") + std::to_string(d);
     throw Error(file_ + ": " + path_ + ": damaged: " + what + " of shape " + dims + " claims more elements than the " +

@@ -129,7 +129,7 @@ std::optional<SweepRecord> read_sweep_record(const std::string& path) {
   } catch (const InputError&) {
     throw;
   } catch (const Error& e) {
-    throw InputError(path + ": unreadable sweep file: " + e.what());
+    throw InputError(path + ": unreadable sweep file: " + core::h5::after_file(path, e.what()));
   }
   return r;
 }

@@ -271,10 +271,9 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
     } catch (const std::exception& e) {
       p.state = "unreadable";
       p.error = e.what();
-      sweep.problems.push_back(std::string(e.what()).rfind(store_path.string(), 0) == 0
-                                   ? std::string(e.what())
-                                   : store_path.string() + ": " + e.what());
-      log << "collect: skipping unreadable store " << store_path.string() << ": " << e.what() << "\n";
+      const std::string why = core::h5::after_file(store_path.string(), e.what());
+      sweep.problems.push_back(store_path.string() + ": " + why);
+      log << "collect: skipping unreadable store " << store_path.string() << ": " << why << "\n";
       continue;
     }
     std::string note;

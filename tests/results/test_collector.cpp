@@ -576,7 +576,15 @@ TEST_CASE("collector: status counts, unreadable stores and the default output di
   CHECK(c->report.partial);
   REQUIRE(c->report.problems.size() == 1);
   CHECK(c->report.problems[0].find("store.h5") != std::string::npos);
-  CHECK(c->log.find("skipping unreadable store") != std::string::npos);
+  // The store's path once, at the start, in the problem and in the log line.
+  const std::string store = c->report.problems[0].substr(0, c->report.problems[0].find(": "));
+  CHECK_THAT(store, Catch::EndsWith("store.h5"));
+  CHECK(c->report.problems[0].find(store, 1) == std::string::npos);
+  const std::string head = "collect: skipping unreadable store " + store + ": ";
+  const size_t line = c->log.find(head);
+  REQUIRE(line != std::string::npos);
+  CHECK(c->log.substr(line + head.size(), c->log.find('\n', line) - line - head.size()).find(store) ==
+        std::string::npos);
   for (const char* f : {"report.md", "summary.h5", "tables.md", "tables.tex", "summary.json", "tables/baselines.csv",
                         "tables/points.csv", "tables/ablation_model.d_state.json", "plots/quality_vs_speed.svg"})
     CHECK(fs::exists(c->out / f));
