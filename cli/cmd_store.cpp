@@ -1,15 +1,20 @@
 // `mambamt store show DIR`: a readable summary of one experiment store.
+// `mambamt store seal PATH`: seal HDF5 files written without a seal.
 #include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
+#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "core/checkpoint.h"
 #include "core/error.h"
+#include "core/fs.h"
+#include "core/hdf5.h"
 #include "core/store.h"
 
 namespace fs = std::filesystem;
@@ -136,6 +141,132 @@ Command store_show_command() {
             }
             if (a.has("--config")) std::cout << "\nconfig\n" << s.config;
             return 0;
+          }};
+}
+
+Command store_seal_command() {
+  CommandSpec spec;
+  spec.name = "store seal";
+  spec.summary = "seal HDF5 files written without a seal (h5py, older mambamt) so damage to them is caught";
+  spec.positionals = {"PATH"};
+  spec.options = {
+      {"--check", "", "only report each file's seal; write nothing"},
+      {"--force", "", "also seal files whose seal does not hold (changed since they were sealed), that were never "
+                      "sealed, or whose user block is another program's: they are sealed as they are now"},
+  };
+  spec.description =
+      "PATH is an .h5 file or a directory: every .h5 file below it (a run directory, an experiment directory).\n"
+      "mambamt seals every HDF5 file it writes and checks the seal before it reads one, so a file damaged on\n"
+      "disk is an error naming it; a file without a seal is read unchecked, and HDF5 can crash or loop on it\n"
+      "once it is damaged (docs/STORE.md). This command rewrites each file without a seal as a sealed copy\n"
+      "(every object read through HDF5, so a file it cannot read is left alone) and renames it over the file;\n"
+      "hard links stay hard links. Files sealed already are not touched. Run it while no sweep writes under\n"
+      "PATH (a file a writer replaces while it is copied is left as the writer left it). Exit status 0 when\n"
+      "every file ends sealed, 1 otherwise.";
+  return {spec, [](const ParsedArgs& a) {
+            const bool check = a.has("--check"), force = a.has("--force");
+            if (check && force) throw UsageError("store seal: --check writes nothing, so --force has no use with it");
+            const std::string root = a.positional[0];
+            std::error_code ec;
+            const fs::file_status top = fs::status(root, ec);
+            if (!fs::exists(top)) throw InputError(root + ": no such file or directory");
+            // The files, grouped by inode: the hard links of one file are sealed once.
+            std::map<std::pair<dev_t, ino_t>, std::vector<std::string>> files;
+            auto add = [&files](const std::string& path) {
+              struct stat st {};
+              if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": cannot stat: " + std::strerror(errno));
+              files[{st.st_dev, st.st_ino}].push_back(path);
+            };
+            if (fs::is_directory(top)) {
+              const fs::recursive_directory_iterator end;
+              for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != end; it.increment(ec)) {
+                const auto& e = *it;
+                if (e.path().extension() == ".h5" && e.symlink_status().type() == fs::file_type::regular)
+                  add(e.path().string());
+              }
+              if (ec) throw InputError(root + ": cannot list: " + ec.message());
+            } else {
+              add(fs::canonical(root).string());  // a link's target
+            }
+            std::vector<std::pair<std::vector<std::string>, std::pair<dev_t, ino_t>>> groups;  // by first name
+            for (auto& [id, paths] : files) {
+              std::sort(paths.begin(), paths.end());
+              groups.push_back({paths, id});
+            }
+            std::sort(groups.begin(), groups.end());
+
+            size_t holds = 0, now = 0, left = 0, links = 0;
+            for (const auto& [paths, id] : groups) {
+              const std::string& path = paths.front();
+              const std::string also =
+                  paths.size() > 1 ? " (and its " + std::to_string(paths.size() - 1) + " other hard link(s))" : "";
+              core::h5::SealCheck seal;
+              try {
+                seal = core::h5::check_seal(path);
+              } catch (const InputError& e) {
+                std::cout << path << also << ": left alone: " << core::h5::after_file(path, e.what()) << "\n";
+                ++left;
+                continue;
+              }
+              using core::h5::SealState;
+              if (seal.state == SealState::holds) {
+                ++holds;
+                continue;
+              }
+              const std::string what = seal.state == SealState::none ? "no seal" : seal.why;
+              if (check) {
+                std::cout << path << also << ": " << what << "\n";
+                ++left;
+                continue;
+              }
+              if (seal.state == SealState::not_hdf5 || (seal.state != SealState::none && !force)) {
+                std::cout << path << also << ": left alone: " << what
+                          << (seal.state == SealState::not_hdf5 ? "" : "; --force seals it as it is now") << "\n";
+                ++left;
+                continue;
+              }
+              try {
+                core::h5::reseal(path);
+              } catch (const Error& e) {
+                std::cout << path << also << ": left alone: " << core::h5::after_file(path, e.what()) << "\n";
+                ++left;
+                continue;
+              }
+              // The other names of the old file name the sealed one now.
+              for (size_t i = 1; i < paths.size(); ++i) {
+                struct stat st {};
+                std::string why;
+                if (::stat(paths[i].c_str(), &st) != 0 || st.st_dev != id.first || st.st_ino != id.second) {
+                  why = "it is another file now";
+                } else {
+                  const std::string tmp = core::temp_path_for(paths[i]);
+                  if (::link(path.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), paths[i].c_str()) != 0) {
+                    why = std::strerror(errno);
+                    fs::remove(tmp, ec);
+                  }
+                }
+                if (!why.empty()) {
+                  std::cout << paths[i] << ": left alone: not made a link to the sealed " << path << ": " << why
+                            << "\n";
+                  ++left;
+                  continue;
+                }
+                ++links;
+              }
+              std::cout << path << also
+                        << (seal.state == SealState::none ? ": sealed (it had no seal)"
+                                                          : ": sealed as it is now (" + what + ")")
+                        << "\n";
+              ++now;
+            }
+            const size_t total = holds + now + left;
+            std::cout << "store seal: " << total << " file(s) under " << root << ": " << holds << " sealed already, ";
+            if (check)
+              std::cout << left << " not (listed above)\n";
+            else
+              std::cout << now << " sealed now" << (links ? " (" + std::to_string(links) + " more hard links)" : "")
+                        << ", " << left << " left alone\n";
+            return left == 0 ? 0 : 1;
           }};
 }
 

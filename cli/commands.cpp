@@ -13,6 +13,7 @@ const std::vector<Command>& commands() {
       config_check_command(),
       config_doc_command(),
       store_show_command(),
+      store_seal_command(),
       train_command(),
       eval_command(),
       translate_command(),

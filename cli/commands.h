@@ -15,6 +15,7 @@ namespace mambamt::cli {
 Command config_check_command();
 Command config_doc_command();
 Command store_show_command();
+Command store_seal_command();
 Command bench_command();
 Command train_command();
 Command eval_command();

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hash.h"
 
 namespace mambamt::core::h5 {
@@ -631,6 +632,168 @@ void File::close() {
   h_ = Handle();  // its id is dead now: nothing is closed twice
   if (rc < 0) throw Error(path_ + ": cannot close: " + last_error());
   if (created_) seal(path_);
+}
+
+// ---------------------------------------------------------------- sealing files on disk
+
+bool has_seal(const std::string& path) { return sealed(path); }
+
+SealCheck check_seal(const std::string& path) {
+  init();
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) throw InputError(path + ": cannot open: " + std::strerror(errno));
+  char block[kSealBytes] = {};
+  const size_t got = std::fread(block, 1, sizeof block, f.get());
+  if (std::ferror(f.get())) throw InputError(path + ": read error");
+  const bool hdf5_here = got >= sizeof kHdf5Signature && std::memcmp(block, kHdf5Signature, sizeof kHdf5Signature) == 0;
+  if (hdf5_here) return {SealState::none, ""};
+  if (got >= sizeof kSealMagic - 1 && std::memcmp(block, kSealMagic, sizeof kSealMagic - 1) == 0) {
+    std::rewind(f.get());
+    std::string why = seal_error(f.get(), path);
+    return {why.empty() ? SealState::holds : SealState::broken, why};
+  }
+  std::rewind(f.get());
+  if (std::string why = seal_error(f.get(), path); !why.empty()) return {SealState::never_sealed, why};
+  const htri_t is = H5Fis_hdf5(path.c_str());
+  H5Eclear2(H5E_DEFAULT);
+  if (is > 0) return {SealState::foreign, "its user block is another program's"};
+  return {SealState::not_hdf5, "not an HDF5 file"};
+}
+
+namespace {
+
+// The names and kinds of the links of a group.
+std::vector<std::pair<std::string, H5L_type_t>> links_of(hid_t group) {
+  std::vector<std::pair<std::string, H5L_type_t>> out;
+  H5Literate(
+      group, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* n, const H5L_info_t* info, void* data) -> herr_t {
+        static_cast<std::vector<std::pair<std::string, H5L_type_t>>*>(data)->emplace_back(n, info->type);
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+// Copies the links of group `src` (of file `path`) into `dst`: the objects of
+// hard links (recursively, with their attributes), soft and external links
+// as links.
+void copy_links(hid_t src, hid_t dst, const std::string& path) {
+  for (const auto& [name, type] : links_of(src)) {
+    const std::string where = path + ": /" + name + ": ";
+    if (type == H5L_TYPE_HARD) {
+      if (H5Ocopy(src, name.c_str(), dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+        throw InputError(where + "cannot copy: " + last_error());
+      continue;
+    }
+    H5L_info_t info;
+    if (H5Lget_info(src, name.c_str(), &info, H5P_DEFAULT) < 0)
+      throw InputError(where + "cannot read the link: " + last_error());
+    std::vector<char> value(info.u.val_size + 1, '\0');
+    if (H5Lget_val(src, name.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0)
+      throw InputError(where + "cannot read the link: " + last_error());
+    herr_t rc = -1;
+    if (type == H5L_TYPE_SOFT) {
+      rc = H5Lcreate_soft(value.data(), dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+    } else if (type == H5L_TYPE_EXTERNAL) {
+      unsigned flags = 0;
+      const char* file = nullptr;
+      const char* object = nullptr;
+      if (H5Lunpack_elink_val(value.data(), info.u.val_size, &flags, &file, &object) < 0)
+        throw InputError(where + "a damaged external link: " + last_error());
+      rc = H5Lcreate_external(file, object, dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
+    } else {
+      throw InputError(where + "a user-defined link, which mambamt does not copy");
+    }
+    if (rc < 0) throw Error(where + "cannot create the link: " + last_error());
+  }
+}
+
+// Copies the attributes of object `src` (of file `path`, `bytes` long) to `dst`.
+void copy_attributes(hid_t src, hid_t dst, const std::string& path, uint64_t bytes) {
+  std::vector<std::string> names;
+  H5Aiterate2(
+      src, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* n, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(n);
+        return 0;
+      },
+      &names);
+  for (const auto& name : names) {
+    const std::string where = path + ": attribute " + name + " of /: ";
+    Handle a(H5Aopen(src, name.c_str(), H5P_DEFAULT));
+    if (!a) throw InputError(where + "cannot open: " + last_error());
+    Handle stored(H5Aget_type(a.get())), space(H5Aget_space(a.get()));
+    if (!stored || !space) throw InputError(where + "cannot read its type and shape: " + last_error());
+    Handle type = check(H5Tcopy(stored.get()), "H5Tcopy");  // transient, even if it was committed
+    Handle mem(H5Tget_native_type(stored.get(), H5T_DIR_ASCEND));
+    if (!mem) throw InputError(where + "a type mambamt cannot read: " + last_error());
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    const size_t size = H5Tget_size(mem.get());
+    if (n < 0 || size == 0 || static_cast<uint64_t>(n) > bytes)
+      throw InputError(where + "damaged: its shape claims more elements than the file holds");
+    std::vector<unsigned char> buf(static_cast<size_t>(n) * size + 1);
+    if (H5Aread(a.get(), mem.get(), buf.data()) < 0) throw InputError(where + "cannot read: " + last_error());
+    Handle b(H5Acreate2(dst, name.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT));
+    const bool written = b && H5Awrite(b.get(), mem.get(), buf.data()) >= 0;
+    const std::string why = written ? "" : last_error();
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, buf.data());  // variable-length parts HDF5 allocated
+#else
+    H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, buf.data());
+#endif
+    if (!written) throw Error(where + "cannot write its copy: " + why);
+  }
+}
+
+struct Identity {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  mode_t mode;
+};
+
+Identity identity(const struct stat& s) { return {s.st_dev, s.st_ino, s.st_size, s.st_mtim, s.st_mode}; }
+
+bool same(const Identity& a, const Identity& b) {
+  return a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime.tv_sec == b.mtime.tv_sec &&
+         a.mtime.tv_nsec == b.mtime.tv_nsec;
+}
+
+}  // namespace
+
+void reseal(const std::string& path) {
+  init();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": cannot stat: " + std::strerror(errno));
+  const Identity before = identity(st);
+  const std::string changed =
+      path + ": changed while it was copied (a writer replaced it): left as that writer left it";
+  replace_file_atomic(path, [&](const std::string& tmp) {
+    {
+      Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+      if (!src) throw InputError(path + ": cannot open HDF5 file: " + last_error());
+      void* handle = nullptr;  // the sec2 driver's: a pointer to its descriptor
+      struct stat opened {};
+      if (H5Fget_vfd_handle(src.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
+          fstat(*static_cast<int*>(handle), &opened) != 0)
+        throw Error(path + ": cannot stat the file HDF5 opened: " + last_error());
+      if (!same(identity(opened), before)) throw Error(changed);
+      Handle src_root(H5Gopen2(src.get(), "/", H5P_DEFAULT));
+      if (!src_root) throw InputError(path + ": cannot open the root group: " + last_error());
+      File dst = File::create(tmp, /*truncate=*/true);
+      {
+        const Group root = dst.root();
+        copy_links(src_root.get(), root.id(), path);
+        copy_attributes(src_root.get(), root.id(), path, static_cast<uint64_t>(before.size));
+      }
+      dst.close();  // seals it
+    }
+    if (::chmod(tmp.c_str(), before.mode & 07777) != 0) throw Error(tmp + ": cannot chmod: " + std::strerror(errno));
+    struct stat now {};
+    if (::stat(path.c_str(), &now) != 0 || !same(identity(now), before)) throw Error(changed);
+  });
 }
 
 }  // namespace mambamt::core::h5

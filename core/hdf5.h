@@ -179,6 +179,36 @@ class File {
 // The size of the user block that holds the seal.
 constexpr size_t kSealBytes = 512;
 
+// The seal of a file on disk (`mambamt store seal`).
+enum class SealState {
+  holds,         // sealed, and its bytes are those it was sealed with
+  none,          // an HDF5 file without a user block (h5py, a mambamt from before the seal)
+  foreign,       // an HDF5 file whose user block is another program's
+  broken,        // sealed, but its bytes changed since, or its seal is damaged
+  never_sealed,  // created by mambamt, but its writer stopped before it finished it
+  not_hdf5,
+};
+struct SealCheck {
+  SealState state;
+  std::string why;  // what is wrong, for a message ("" for holds and none)
+};
+// Reads the whole file when it has a seal. InputError naming the file when
+// it cannot be read.
+SealCheck check_seal(const std::string& path);
+// Does the file start with a seal, whether it holds or not? (Reads its
+// first bytes only; false for a file that cannot be read.)
+bool has_seal(const std::string& path);
+
+// Rewrites the HDF5 file at `path` (opened unchecked, whatever its seal) as
+// a new sealed file and renames that over it: every object below the root
+// (H5Ocopy, which reads all their data, so a file HDF5 cannot read fails
+// here) and the root's attributes; a user block it had is dropped, its
+// permissions kept. When the file is replaced or changed while it is copied
+// (a writer renamed a new one over it), nothing is renamed: Error, and the
+// file is as that writer left it. Throws InputError naming the file when
+// HDF5 cannot open or copy it.
+void reseal(const std::string& path);
+
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hdf5.h"
 #include "core/store.h"
 #include "orchestrator/claim.h"
 #include "orchestrator/rundir.h"
@@ -83,6 +84,7 @@ std::string status_report(const std::string& run_dir) {
   double remaining_work = 0;  // seconds of running experiments still to go
   int pending = 0, running = 0;
   int older_evaluation = 0;  // completed, by an evaluation older than this mambamt's
+  int unsealed = 0;          // stores read unchecked: no seal (h5py, a mambamt from before it)
   rows << std::left << std::setw(14) << "id" << std::setw(12) << "state" << std::right << std::setw(15) << "step"
        << "  " << std::left << std::setw(18) << "validation" << std::setw(9) << "attempts" << std::setw(16) << "host"
        << "point\n";
@@ -110,6 +112,7 @@ std::string status_report(const std::string& run_dir) {
           ++running;
         }
         if (core::evaluated_by_older_version(s)) ++older_evaluation;
+        if (!core::h5::has_seal(path)) ++unsealed;
         if (st.state == core::RunState::completed && st.finished > st.started && st.started > 0) {
           done_seconds += st.finished - st.started;
           ++done_n;
@@ -142,6 +145,9 @@ std::string status_report(const std::string& run_dir) {
     out << older_evaluation
         << " completed experiment(s) evaluated by an older mambamt: `mambamt sweep GRID --reevaluate` evaluates "
            "them again\n";
+  if (unsealed > 0)
+    out << unsealed << " store(s) without a seal (written by h5py or an older mambamt), so damage to them is not "
+                       "caught: `mambamt store seal " << run_dir << "` seals them\n";
   if (pending + running > 0) {
     double mean = done_n ? done_seconds / done_n : NAN;
     double lanes = std::max(1, running);

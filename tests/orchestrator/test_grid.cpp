@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/hdf5.h"
 #include "core/store.h"
 #include "orchestrator/claim.h"
 #include "orchestrator/grid.h"
@@ -345,6 +346,14 @@ TEST_CASE("point states follow the stores and status reports them", "[orchestrat
   CHECK(report.find("6 pending") != std::string::npos);
   CHECK(report.find("model.attention_ratio=0.25 model.d_state=16  seed 2") != std::string::npos);
   CHECK(report.find("error: diverged at step 7 (loss=nan)") != std::string::npos);
+  CHECK(report.find("without a seal") == std::string::npos);
+  // A store without its seal (as h5py writes one) reads, and status says how to seal it.
+  write_text(dir.store_path(g.points[1].id), read_text(dir.store_path(g.points[1].id)).substr(core::h5::kSealBytes));
+  const std::string legacy = status_report(dir.root());
+  INFO(legacy);
+  CHECK(legacy.find("2 failed") != std::string::npos);
+  CHECK_THAT(legacy, Catch::Contains("\n1 store(s) without a seal (written by h5py or an older mambamt), so damage to "
+                                     "them is not caught: `mambamt store seal " + dir.root() + "` seals them\n"));
   // A damaged sweep file: reported, and the experiments found under exp/.
   write_text(dir.sweep_file(), "damaged");
   const std::string damaged = status_report(dir.root());
