@@ -53,6 +53,7 @@ std::string size_text(uintmax_t bytes) {
   return os.str();
 }
 
+
 }  // namespace
 
 Command store_show_command() {
@@ -153,6 +154,8 @@ Command store_seal_command() {
       {"--check", "", "only report each file's seal; write nothing"},
       {"--force", "", "also seal files whose seal does not hold (changed since they were sealed), that were never "
                       "sealed, or whose user block is another program's: they are sealed as they are now"},
+      {"--timeout", "S", "seconds a file's copy may take before HDF5 is judged to loop on a damaged file "
+                         "(default 30, and 1 more per 10 MB)"},
   };
   spec.description =
       "PATH is an .h5 file or a directory: every .h5 file below it (a run directory, an experiment directory).\n"
@@ -161,11 +164,14 @@ Command store_seal_command() {
       "once it is damaged (docs/STORE.md). This command rewrites each file without a seal as a sealed copy\n"
       "(every object read through HDF5, so a file it cannot read is left alone) and renames it over the file;\n"
       "hard links stay hard links. Files sealed already are not touched. Run it while no sweep writes under\n"
-      "PATH (a file a writer replaces while it is copied is left as the writer left it). Exit status 0 when\n"
-      "every file ends sealed, 1 otherwise.";
+      "PATH (a file a writer replaces while it is copied is left as the writer left it). Each file is copied\n"
+      "in a child process: a damaged file HDF5 crashes or loops on is left alone with a message. Exit status\n"
+      "0 when every file ends sealed, 1 otherwise.";
   return {spec, [](const ParsedArgs& a) {
             const bool check = a.has("--check"), force = a.has("--force");
             if (check && force) throw UsageError("store seal: --check writes nothing, so --force has no use with it");
+            const double timeout = a.get_double("--timeout", -1);
+            if (a.has("--timeout") && timeout <= 0) throw UsageError("--timeout: seconds > 0, not " + a.get("--timeout"));
             const std::string root = a.positional[0];
             std::error_code ec;
             const fs::file_status top = fs::status(root, ec);
@@ -225,10 +231,11 @@ Command store_seal_command() {
                 ++left;
                 continue;
               }
-              try {
-                core::h5::reseal(path);
-              } catch (const Error& e) {
-                std::cout << path << also << ": left alone: " << core::h5::after_file(path, e.what()) << "\n";
+              std::error_code size_ec;
+              const double bytes = static_cast<double>(fs::file_size(path, size_ec));
+              const std::string failed = core::h5::reseal_in_child(path, timeout > 0 ? timeout : 30 + bytes / 10e6);
+              if (!failed.empty()) {
+                std::cout << path << also << ": left alone: " << failed << "\n";
                 ++left;
                 continue;
               }
@@ -260,7 +267,7 @@ Command store_seal_command() {
               ++now;
             }
             const size_t total = holds + now + left;
-            std::cout << "store seal: " << total << " file(s) under " << root << ": " << holds << " sealed already, ";
+            std::cout << "store seal " << root << ": " << total << " file(s), " << holds << " sealed already, ";
             if (check)
               std::cout << left << " not (listed above)\n";
             else

@@ -1,19 +1,29 @@
 #include "core/hdf5.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/hash.h"
+
+namespace fs = std::filesystem;
 
 namespace mambamt::core::h5 {
 
@@ -795,5 +805,81 @@ void reseal(const std::string& path) {
     if (::stat(path.c_str(), &now) != 0 || !same(identity(now), before)) throw Error(changed);
   });
 }
+
+std::string reseal_in_child(const std::string& path, double timeout_s) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(path + ": cannot make a pipe to seal it: " + std::strerror(errno));
+  std::fflush(nullptr);  // nothing buffered is written twice
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error(path + ": cannot fork to seal it: " + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    // A crash is the child's death, which the parent reports, whatever
+    // handlers the parent installed (a test framework's, say).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+    std::string why;
+    try {
+      reseal(path);
+    } catch (const std::exception& e) {
+      why = e.what();
+      if (why.empty()) why = "failed";
+    }
+    for (size_t at = 0; at < why.size();) {
+      const ssize_t n = ::write(fds[1], why.data() + at, why.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    ::_exit(why.empty() ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string why;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the child is done
+    why.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!ok) {
+    // The child's copy, when it died before it could remove it.
+    const fs::path file(path);
+    const std::string prefix = "." + file.filename().string() + ".tmp." + host_name() + "." + std::to_string(pid) + ".";
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+      if (it->path().filename().string().rfind(prefix, 0) == 0) fs::remove(it->path(), ec);
+  }
+  if (ok) return "";
+  if (timed_out) {
+    std::ostringstream os;
+    os << "HDF5 was still reading it after " << timeout_s << " s: damaged (HDF5 loops on it), or the disk is that slow";
+    return os.str();
+  }
+  if (WIFSIGNALED(status))
+    return "HDF5 crashed reading it (" + std::string(strsignal(WTERMSIG(status))) + "): it is damaged";
+  return why.empty() ? "failed" : after_file(path, why);
+}
+
 
 }  // namespace mambamt::core::h5

@@ -209,6 +209,12 @@ bool has_seal(const std::string& path);
 // HDF5 cannot open or copy it.
 void reseal(const std::string& path);
 
+// reseal() in a child process, and why it could not ("" when it did): HDF5
+// crashes or loops on some damaged files without a seal, the very files
+// resealed, and then only the child dies, or is killed after `timeout_s`
+// seconds. A copy the child left is removed.
+std::string reseal_in_child(const std::string& path, double timeout_s);
+
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();
 

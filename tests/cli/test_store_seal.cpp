@@ -82,7 +82,7 @@ TEST_CASE("store seal: files without a seal are sealed with the same contents, h
   CHECK(check.code == 1);
   CHECK(check.output.find(store + ": no seal\n") != std::string::npos);
   CHECK(check.output.find(ckpt + " (and its 1 other hard link(s)): no seal\n") != std::string::npos);  // first by name
-  CHECK(check.output.find("store seal: 2 file(s) under " + run + ": 0 sealed already, 2 not (listed above)") !=
+  CHECK(check.output.find("store seal " + run + ": 2 file(s), 0 sealed already, 2 not (listed above)") !=
         std::string::npos);
   CHECK(read_text(store) == legacy_store);
   CHECK(read_text(ckpt) == legacy_ckpt);
@@ -164,7 +164,7 @@ TEST_CASE("store seal: files without a seal are sealed with the same contents, h
   CHECK(left.code == 1);
   CHECK(left.output.find(text + ": left alone: not an HDF5 file\n") != std::string::npos);
   CHECK(left.output.find(cut + ": left alone: cannot open HDF5 file: ") != std::string::npos);
-  CHECK(left.output.find("4 file(s) under " + run + ": 2 sealed already, 0 sealed now, 2 left alone") !=
+  CHECK(left.output.find("store seal " + run + ": 4 file(s), 2 sealed already, 0 sealed now, 2 left alone") !=
         std::string::npos);
   CHECK(read_text(cut) == legacy_store.substr(0, legacy_store.size() / 2));
   CHECK(read_text(text) == "not hdf5\n");

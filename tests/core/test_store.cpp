@@ -298,6 +298,67 @@ TEST_CASE("HDF5 files damaged on disk are errors that name them, never a crash, 
   CHECK(h5::open_object_count() == 0);
 }
 
+TEST_CASE("sealing damaged files without a seal: HDF5's crashes and loops stay in the child, the file is left alone",
+          "[core][store]") {
+  // HDF5 follows damaged offsets of a file without a seal and crashes or
+  // loops: reseal_in_child copies each file in a child process, so the
+  // caller (`mambamt store seal`) lives on and reports it.
+  TempDir tmp;
+  const std::string path = tmp.path("store.h5");
+  {
+    ExperimentStore st = ExperimentStore::create(path, {"abc123", "ratio=0.125", "demo", "[model]\nd_model = 8\n"});
+    for (int64_t i = 1; i <= 40; ++i) st.append_metric("train_loss", i, 5.0 / static_cast<double>(i));
+    st.set_scalar("bleu/test", 31.5);
+    st.set_text("notes", std::string(3000, 'x'));
+    st.set_text("hyp", "a sentence of the output");
+    ResultTable t;
+    t.rows = {"he", "she"};
+    t.columns = {"accuracy", "n"};
+    t.values = {0.5, 10, 0.75, 12};
+    st.set_table("contrastive/pronouns", t);
+    st.commit();
+  }
+  const std::string legacy = read_text(path).substr(h5::kSealBytes);
+  write_text(path, legacy);
+  REQUIRE(h5::check_seal(path).state == h5::SealState::none);
+  REQUIRE(h5::reseal_in_child(path, 30).empty());
+  CHECK(h5::check_seal(path).state == h5::SealState::holds);
+  CHECK(ExperimentStore::read(path).texts.at("notes") == std::string(3000, 'x'));
+
+  std::vector<std::pair<size_t, size_t>> cuts;  // (offset, length): a byte flipped, 4 KiB zeroed
+  for (size_t at = 0; at < legacy.size(); at += legacy.size() / 151) cuts.push_back({at, 1});
+  for (size_t at = 0; at < legacy.size(); at += 4096) cuts.push_back({at, 4096});
+  int sealed = 0, left = 0, crashed = 0;
+  for (const auto& [at, n] : cuts) {
+    const std::string bytes =
+        n == 1 ? damaged(legacy, at, 1, static_cast<char>(legacy[at] ^ 0x5A)) : damaged(legacy, at, n, 0);
+    if (bytes == legacy) continue;
+    write_text(path, bytes);
+    CAPTURE(at, n);
+    const std::string why = h5::reseal_in_child(path, 3);
+    if (why.empty()) {
+      // HDF5 read it all without a complaint (damaged data, not structure):
+      // sealed as it is, a new file written by HDF5, which reads.
+      ++sealed;
+      CHECK(h5::check_seal(path).state == h5::SealState::holds);
+      try {
+        ExperimentStore::read(path);
+      } catch (const mambamt::Error&) {
+      }
+    } else {
+      ++left;
+      crashed += why.find("HDF5 crashed reading it") == 0 || why.find("HDF5 was still reading it after 3 s") == 0;
+      CHECK(read_text(path) == bytes);
+    }
+    for (const auto& e : fs::directory_iterator(tmp.dir())) CHECK(e.path().filename() == "store.h5");  // no copy left
+  }
+  CHECK(sealed > 0);
+  CHECK(left > 0);
+  // Debian's HDF5 1.10 crashes or loops on some of these: what the child is for.
+  CHECK(crashed > 0);
+  CHECK(h5::open_object_count() == 0);
+}
+
 TEST_CASE("a file renamed over a store while it is opened is checked too: no damaged bytes are read",
           "[core][store]") {
   // A reader checks the seal on one open of the path and HDF5 opens the path
