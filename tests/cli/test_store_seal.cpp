@@ -34,7 +34,7 @@ bool starts_sealed(const std::string& path) { return read_text(path).rfind("mamb
 
 }  // namespace
 
-TEST_CASE("store seal: files without a seal are sealed with the same contents, hard links kept; damaged ones left alone",
+TEST_CASE("store seal: files without a seal get one with their contents and hard links kept while damaged ones stay as they are",
           "[cli][store]") {
   TempDir tmp;
   const std::string exp = tmp.path("run/exp/abc123");
