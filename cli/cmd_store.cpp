@@ -1,5 +1,7 @@
 // `mambamt store show DIR`: a readable summary of one experiment store.
 // `mambamt store seal PATH`: seal HDF5 files written without a seal.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -8,7 +10,6 @@
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "cli/commands.h"
 #include "core/checkpoint.h"
@@ -52,7 +53,6 @@ std::string size_text(uintmax_t bytes) {
     os << std::fixed << std::setprecision(1) << bytes / 1024.0 << " KiB";
   return os.str();
 }
-
 
 }  // namespace
 
