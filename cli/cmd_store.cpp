@@ -153,7 +153,8 @@ Command store_seal_command() {
   spec.options = {
       {"--check", "", "only report each file's seal; write nothing"},
       {"--force", "", "also seal files whose seal does not hold (changed since they were sealed), that were never "
-                      "sealed, or whose user block is another program's: they are sealed as they are now"},
+                      "sealed, or whose user block is another program's (that block is dropped): they are sealed "
+                      "as they are now"},
       {"--timeout", "S", "seconds a file's copy may take before HDF5 is judged to loop on a damaged file "
                          "(default 30, and 1 more per 10 MB)"},
   };
@@ -163,10 +164,10 @@ Command store_seal_command() {
       "disk is an error naming it; a file without a seal is read unchecked, and HDF5 can crash or loop on it\n"
       "once it is damaged (docs/STORE.md). This command rewrites each file without a seal as a sealed copy\n"
       "(every object read through HDF5, so a file it cannot read is left alone) and renames it over the file;\n"
-      "hard links stay hard links. Files sealed already are not touched. Run it while no sweep writes under\n"
-      "PATH (a file a writer replaces while it is copied is left as the writer left it). Each file is copied\n"
-      "in a child process: a damaged file HDF5 crashes or loops on is left alone with a message. Exit status\n"
-      "0 when every file ends sealed, 1 otherwise.";
+      "hard links stay hard links. Files sealed already are checked (read whole) and not touched. Run it\n"
+      "while no sweep writes under PATH (a file a writer replaces while it is copied is left as the writer\n"
+      "left it). Each file is copied in a child process: a damaged file HDF5 crashes or loops on is left\n"
+      "alone with a message. Exit status 0 when every file ends sealed, 1 otherwise.";
   return {spec, [](const ParsedArgs& a) {
             const bool check = a.has("--check"), force = a.has("--force");
             if (check && force) throw UsageError("store seal: --check writes nothing, so --force has no use with it");

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -154,6 +155,36 @@ TEST_CASE("store seal: files without a seal get one with their contents and hard
   CHECK(forced.code == 0);
   CHECK(forced.output.find(store + ": sealed as it is now (damaged: its bytes changed") != std::string::npos);
   CHECK(core::ExperimentStore::read(store).texts.at("notes") == std::string(10, 'x') + "y" + std::string(2989, 'x'));
+
+  // A file with another program's user block (as h5jam writes one) and a
+  // file whose writer failed before it sealed it: left alone, and sealed
+  // as they are with --force (the other block dropped).
+  const std::string jammed = tmp.path("jammed.h5"), half = tmp.path("half.h5");
+  std::string block = "written by another tool\n";
+  block.resize(h5::kSealBytes, ' ');
+  write_text(jammed, block + legacy_store);
+  try {
+    h5::File f = h5::File::create(half);
+    f.root().set_attr("format", "mambamt-store");
+    throw std::runtime_error("writer failed");
+  } catch (const std::runtime_error&) {
+  }
+  for (const std::string& p : {jammed, half}) {
+    const std::string bytes = read_text(p);
+    CommandResult alone = run_shell(bin + p);
+    INFO(alone.output);
+    CHECK(alone.code == 1);
+    const std::string why = p == jammed ? "its user block is another program's" : "never sealed: the program writing";
+    CHECK(alone.output.find(p + ": left alone: " + why) != std::string::npos);
+    CHECK(read_text(p) == bytes);
+    CommandResult sealed_now = run_shell(bin + "--force " + p);
+    INFO(sealed_now.output);
+    CHECK(sealed_now.code == 0);
+    CHECK(h5::check_seal(p).state == h5::SealState::holds);
+  }
+  CHECK(core::ExperimentStore::read(jammed).texts == want.texts);
+  CHECK(h5::File::open(half).root().attr_string("format") == "mambamt-store");
+  CHECK(h5::open_object_count() == 0);
 
   // Files HDF5 cannot read, or that are no HDF5, stay as they are, --force or not.
   const std::string cut = tmp.path("run/cut.h5"), text = tmp.path("run/notes.h5");
