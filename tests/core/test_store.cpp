@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -203,6 +204,22 @@ TEST_CASE("CRC-32C: the check value, and the crc32 instruction agrees with the t
 
 namespace {
 
+// A store with a metric series, a scalar, texts (a long one among them) and
+// a table: the parts HDF5 keeps in its heaps and chunks, for damaging.
+void write_sample_store(const std::string& path, const std::map<std::string, std::string>& more_texts = {}) {
+  ExperimentStore st = ExperimentStore::create(path, {"abc123", "ratio=0.125", "demo", "[model]\nd_model = 8\n"});
+  for (int64_t i = 1; i <= 40; ++i) st.append_metric("train_loss", i, 5.0 / static_cast<double>(i));
+  st.set_scalar("bleu/test", 31.5);
+  st.set_text("notes", std::string(3000, 'x'));
+  for (const auto& [name, text] : more_texts) st.set_text(name, text);
+  ResultTable t;
+  t.rows = {"he", "she"};
+  t.columns = {"accuracy", "n"};
+  t.values = {0.5, 10, 0.75, 12};
+  st.set_table("contrastive/pronouns", t);
+  st.commit();
+}
+
 // `text` with `n` bytes from `at` set to `with`.
 std::string damaged(std::string text, size_t at, size_t n, char with) {
   for (size_t i = at; i < std::min(text.size(), at + n); ++i) text[i] = with;
@@ -215,18 +232,7 @@ TEST_CASE("HDF5 files damaged on disk are errors that name them, never a crash, 
           "[core][store]") {
   TempDir tmp;
   const std::string path = tmp.path("store.h5");
-  {
-    ExperimentStore st = ExperimentStore::create(path, {"abc123", "ratio=0.125", "demo", "[model]\nd_model = 8\n"});
-    for (int64_t i = 1; i <= 40; ++i) st.append_metric("train_loss", i, 5.0 / static_cast<double>(i));
-    st.set_scalar("bleu/test", 31.5);
-    st.set_text("notes", std::string(3000, 'x'));
-    ResultTable t;
-    t.rows = {"he", "she"};
-    t.columns = {"accuracy", "n"};
-    t.values = {0.5, 10, 0.75, 12};
-    st.set_table("contrastive/pronouns", t);
-    st.commit();
-  }
+  write_sample_store(path);
   const std::string good = read_text(path);
   REQUIRE(good.size() > 2 * h5::kSealBytes);
   CHECK(good.rfind("mambamt-hdf5-seal 1\ncrc32c ", 0) == 0);
@@ -305,19 +311,7 @@ TEST_CASE("sealing damaged files without a seal: HDF5's crashes and loops stay i
   // caller (`mambamt store seal`) lives on and reports it.
   TempDir tmp;
   const std::string path = tmp.path("store.h5");
-  {
-    ExperimentStore st = ExperimentStore::create(path, {"abc123", "ratio=0.125", "demo", "[model]\nd_model = 8\n"});
-    for (int64_t i = 1; i <= 40; ++i) st.append_metric("train_loss", i, 5.0 / static_cast<double>(i));
-    st.set_scalar("bleu/test", 31.5);
-    st.set_text("notes", std::string(3000, 'x'));
-    st.set_text("hyp", "a sentence of the output");
-    ResultTable t;
-    t.rows = {"he", "she"};
-    t.columns = {"accuracy", "n"};
-    t.values = {0.5, 10, 0.75, 12};
-    st.set_table("contrastive/pronouns", t);
-    st.commit();
-  }
+  write_sample_store(path, {{"hyp", "a sentence of the output"}});
   const std::string legacy = read_text(path).substr(h5::kSealBytes);
   write_text(path, legacy);
   REQUIRE(h5::check_seal(path).state == h5::SealState::none);
