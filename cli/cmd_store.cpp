@@ -247,10 +247,12 @@ Command store_seal_command() {
                 if (::stat(paths[i].c_str(), &st) != 0 || st.st_dev != id.first || st.st_ino != id.second) {
                   why = "it is another file now";
                 } else {
-                  const std::string tmp = core::temp_path_for(paths[i]);
-                  if (::link(path.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), paths[i].c_str()) != 0) {
-                    why = std::strerror(errno);
-                    fs::remove(tmp, ec);
+                  try {
+                    core::replace_file_atomic(paths[i], [&path](const std::string& tmp) {
+                      if (::link(path.c_str(), tmp.c_str()) != 0) throw Error(std::strerror(errno));
+                    });
+                  } catch (const Error& e) {
+                    why = e.what();
                   }
                 }
                 if (!why.empty()) {

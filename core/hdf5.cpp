@@ -553,13 +553,20 @@ std::string seal_error(std::FILE* f, const std::string& path) {
 }
 
 // Are the file the seal was checked on and the file HDF5 opened the same one?
-bool same_file(std::FILE* checked, hid_t opened, const std::string& path) {
+// fstat of the file HDF5 has open as `opened`.
+struct stat stat_opened(hid_t opened, const std::string& path) {
   void* handle = nullptr;  // the sec2 driver's: a pointer to its descriptor
-  struct stat a {}, b {};
+  struct stat st {};
   if (H5Fget_vfd_handle(opened, H5P_DEFAULT, &handle) < 0 || handle == nullptr)
     throw Error(path + ": cannot get HDF5's file descriptor: " + last_error());
-  if (fstat(fileno(checked), &a) != 0 || fstat(*static_cast<int*>(handle), &b) != 0)
-    throw Error(path + ": cannot stat: " + std::strerror(errno));
+  if (fstat(*static_cast<int*>(handle), &st) != 0) throw Error(path + ": cannot stat: " + std::strerror(errno));
+  return st;
+}
+
+bool same_file(std::FILE* checked, hid_t opened, const std::string& path) {
+  struct stat a {};
+  if (fstat(fileno(checked), &a) != 0) throw Error(path + ": cannot stat: " + std::strerror(errno));
+  const struct stat b = stat_opened(opened, path);
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
@@ -784,12 +791,7 @@ void reseal(const std::string& path) {
     {
       Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
       if (!src) throw InputError(path + ": cannot open HDF5 file: " + last_error());
-      void* handle = nullptr;  // the sec2 driver's: a pointer to its descriptor
-      struct stat opened {};
-      if (H5Fget_vfd_handle(src.get(), H5P_DEFAULT, &handle) < 0 || handle == nullptr ||
-          fstat(*static_cast<int*>(handle), &opened) != 0)
-        throw Error(path + ": cannot stat the file HDF5 opened: " + last_error());
-      if (!same(identity(opened), before)) throw Error(changed);
+      if (!same(identity(stat_opened(src.get(), path)), before)) throw Error(changed);
       Handle src_root(H5Gopen2(src.get(), "/", H5P_DEFAULT));
       if (!src_root) throw InputError(path + ": cannot open the root group: " + last_error());
       File dst = File::create(tmp, /*truncate=*/true);
