@@ -164,10 +164,10 @@ Command store_seal_command() {
       "disk is an error naming it; a file without a seal is read unchecked, and HDF5 can crash or loop on it\n"
       "once it is damaged (docs/STORE.md). This command rewrites each file without a seal as a sealed copy\n"
       "(every object read through HDF5, so a file it cannot read is left alone) and renames it over the file;\n"
-      "hard links stay hard links. Files sealed already are checked (read whole) and not touched. Run it\n"
-      "while no sweep writes under PATH (a file a writer replaces while it is copied is left as the writer\n"
-      "left it). Each file is copied in a child process: a damaged file HDF5 crashes or loops on is left\n"
-      "alone with a message. Exit status 0 when every file ends sealed, 1 otherwise.";
+      "hard links stay hard links, inside the file too. Files sealed already are checked (read whole) and not\n"
+      "touched. Run it while no sweep writes under PATH (a file a writer replaces while it is copied is left\n"
+      "as the writer left it). Each file is copied in a child process: a damaged file HDF5 crashes or loops\n"
+      "on is left alone with a message. Exit status 0 when every file ends sealed, 1 otherwise.";
   return {spec, [](const ParsedArgs& a) {
             const bool check = a.has("--check"), force = a.has("--force");
             if (check && force) throw UsageError("store seal: --check writes nothing, so --force has no use with it");

@@ -369,15 +369,25 @@ bool Group::has_dataset(const std::string& name) const {
   return info.type == H5O_TYPE_DATASET;
 }
 
-std::vector<std::string> Group::children() const {
-  std::vector<std::string> names;
+namespace {
+
+// The names of the links of a group.
+std::vector<std::string> link_names(hid_t group) {
+  std::vector<std::string> out;
   H5Literate(
-      id(), H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      group, H5_INDEX_NAME, H5_ITER_INC, nullptr,
       [](hid_t, const char* n, const H5L_info_t*, void* data) -> herr_t {
-        static_cast<std::vector<std::string>*>(data)->push_back(n);
+        static_cast<std::vector<std::string>*>(data)->emplace_back(n);
         return 0;
       },
-      &names);
+      &out);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Group::children() const {
+  std::vector<std::string> names = link_names(id());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -679,51 +689,26 @@ SealCheck check_seal(const std::string& path) {
 
 namespace {
 
-// The names and kinds of the links of a group.
-std::vector<std::pair<std::string, H5L_type_t>> links_of(hid_t group) {
-  std::vector<std::pair<std::string, H5L_type_t>> out;
-  H5Literate(
-      group, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-      [](hid_t, const char* n, const H5L_info_t* info, void* data) -> herr_t {
-        static_cast<std::vector<std::pair<std::string, H5L_type_t>>*>(data)->emplace_back(n, info->type);
-        return 0;
-      },
-      &out);
-  return out;
-}
-
-// Copies the links of group `src` (of file `path`) into `dst`: the objects of
-// hard links (recursively, with their attributes), soft and external links
-// as links.
+// Copies everything below root group `src` (of file `path`) into root group
+// `dst`: the objects of hard links recursively with their attributes, soft
+// and external links as links. One H5Ocopy of the whole group, so an object
+// under two names (hard links within the file) stays one object; its copy is
+// made under a name no link of `src` has, its links moved up to the root and
+// that name removed.
 void copy_links(hid_t src, hid_t dst, const std::string& path) {
-  for (const auto& [name, type] : links_of(src)) {
-    const std::string where = path + ": /" + name + ": ";
-    if (type == H5L_TYPE_HARD) {
-      if (H5Ocopy(src, name.c_str(), dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
-        throw InputError(where + "cannot copy: " + last_error());
-      continue;
-    }
-    H5L_info_t info;
-    if (H5Lget_info(src, name.c_str(), &info, H5P_DEFAULT) < 0)
-      throw InputError(where + "cannot read the link: " + last_error());
-    std::vector<char> value(info.u.val_size + 1, '\0');
-    if (H5Lget_val(src, name.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0)
-      throw InputError(where + "cannot read the link: " + last_error());
-    herr_t rc = -1;
-    if (type == H5L_TYPE_SOFT) {
-      rc = H5Lcreate_soft(value.data(), dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
-    } else if (type == H5L_TYPE_EXTERNAL) {
-      unsigned flags = 0;
-      const char* file = nullptr;
-      const char* object = nullptr;
-      if (H5Lunpack_elink_val(value.data(), info.u.val_size, &flags, &file, &object) < 0)
-        throw InputError(where + "a damaged external link: " + last_error());
-      rc = H5Lcreate_external(file, object, dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT);
-    } else {
-      throw InputError(where + "a user-defined link, which mambamt does not copy");
-    }
-    if (rc < 0) throw Error(where + "cannot create the link: " + last_error());
-  }
+  const std::vector<std::string> names = link_names(src);
+  std::string scratch = ".mambamt-reseal";
+  while (std::find(names.begin(), names.end(), scratch) != names.end()) scratch += "_";
+  if (H5Ocopy(src, ".", dst, scratch.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+    throw InputError(path + ": cannot copy its objects: " + last_error());
+  Handle copy(H5Gopen2(dst, scratch.c_str(), H5P_DEFAULT));
+  if (!copy) throw Error(path + ": cannot open its copy: " + last_error());
+  for (const auto& name : names)
+    if (H5Lmove(copy.get(), name.c_str(), dst, name.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+      throw Error(path + ": /" + name + ": cannot move its copy to the root: " + last_error());
+  copy = Handle();
+  if (H5Ldelete(dst, scratch.c_str(), H5P_DEFAULT) < 0)
+    throw Error(path + ": cannot remove the copy's group: " + last_error());
 }
 
 // Copies the attributes of object `src` (of file `path`, `bytes` long) to `dst`.

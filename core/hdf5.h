@@ -201,8 +201,9 @@ bool has_seal(const std::string& path);
 
 // Rewrites the HDF5 file at `path` (opened unchecked, whatever its seal) as
 // a new sealed file and renames that over it: every object below the root
-// (H5Ocopy, which reads all their data, so a file HDF5 cannot read fails
-// here) and the root's attributes; a user block it had is dropped, its
+// (one H5Ocopy, which reads all their data, so a file HDF5 cannot read fails
+// here; an object under two names stays one object, soft and external links
+// stay links) and the root's attributes; a user block it had is dropped, its
 // permissions kept. When the file is replaced or changed while it is copied
 // (a writer renamed a new one over it), nothing is renamed: Error, and the
 // file is as that writer left it. Throws InputError naming the file when

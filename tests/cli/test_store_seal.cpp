@@ -33,6 +33,33 @@ Stat stat_of(const std::string& path) {
 
 bool starts_sealed(const std::string& path) { return read_text(path).rfind("mambamt-hdf5-seal 1\n", 0) == 0; }
 
+// How many hard links name the object at `name`.
+unsigned hard_links(hid_t loc, const char* name) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info;
+  REQUIRE(H5Oget_info_by_name3(loc, name, &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+#else
+  H5O_info_t info;
+  REQUIRE(H5Oget_info_by_name2(loc, name, &info, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+#endif
+  return info.rc;
+}
+
+// The kind and the target of the link `name`.
+std::pair<H5L_type_t, std::string> link_of(hid_t loc, const char* name) {
+  H5L_info_t info;
+  REQUIRE(H5Lget_info(loc, name, &info, H5P_DEFAULT) >= 0);
+  std::string value(info.u.val_size, '\0');
+  if (info.type != H5L_TYPE_HARD) REQUIRE(H5Lget_val(loc, name, value.data(), value.size(), H5P_DEFAULT) >= 0);
+  if (info.type == H5L_TYPE_EXTERNAL) {
+    unsigned flags = 0;
+    const char *file = nullptr, *object = nullptr;
+    REQUIRE(H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &object) >= 0);
+    return {info.type, std::string(file) + ":" + object};
+  }
+  return {info.type, value.substr(0, value.find('\0'))};
+}
+
 }  // namespace
 
 TEST_CASE("store seal: files without a seal get one with their contents and hard links kept while damaged ones stay as they are",
@@ -64,6 +91,10 @@ TEST_CASE("store seal: files without a seal get one with their contents and hard
     h5::Group layer = root.create_group("model/layers/0");
     layer.write_doubles("weight", {1, 2, 3, 4, 5, 6}, {2, 3}).set_attr("dtype", "float32");
     root.write_strings("order", {"model/layers/0/weight"});
+    // The weight under a second name (tied weights), a soft and an external link.
+    REQUIRE(H5Lcreate_hard(root.id(), "model/layers/0/weight", root.id(), "tied", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    REQUIRE(H5Lcreate_soft("/model/layers/0/weight", root.id(), "latest", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    REQUIRE(H5Lcreate_external("other.h5", "/x", root.id(), "elsewhere", H5P_DEFAULT, H5P_DEFAULT) >= 0);
     f.close();
   }
   fs::create_hard_link(ckpt, shared);
@@ -119,6 +150,13 @@ TEST_CASE("store seal: files without a seal get one with their contents and hard
     CHECK(w.read_doubles() == std::vector<double>{1, 2, 3, 4, 5, 6});
     CHECK(w.attr_string("dtype") == "float32");
     CHECK(root.dataset("order").read_strings() == std::vector<std::string>{"model/layers/0/weight"});
+    // Still one weight under two names, and the links still links.
+    CHECK(hard_links(root.id(), "tied") == 2);
+    CHECK(root.dataset("tied").read_doubles() == std::vector<double>{1, 2, 3, 4, 5, 6});
+    CHECK(link_of(root.id(), "latest") == std::pair{H5L_TYPE_SOFT, std::string("/model/layers/0/weight")});
+    CHECK(link_of(root.id(), "elsewhere") == std::pair{H5L_TYPE_EXTERNAL, std::string("other.h5:/x")});
+    CHECK(link_of(root.id(), "tied").first == H5L_TYPE_HARD);
+    CHECK(root.children() == std::vector<std::string>{"elsewhere", "latest", "model", "order", "tied"});  // no scratch group left
   }
   // One file still under both names, a new one, with the old permissions.
   CHECK(stat_of(ckpt).ino == stat_of(shared).ino);
