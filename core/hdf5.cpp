@@ -665,6 +665,12 @@ void File::close() {
 
 bool has_seal(const std::string& path) { return sealed(path); }
 
+std::string unsealed_advice(long long count, const std::string& dir) {
+  return std::to_string(count) +
+         " store(s) without a seal (written by h5py or an older mambamt), so damage to them is not caught: "
+         "`mambamt store seal " + dir + "` seals them";
+}
+
 SealCheck check_seal(const std::string& path) {
   init();
   FilePtr f(std::fopen(path.c_str(), "rb"));

@@ -199,6 +199,10 @@ SealCheck check_seal(const std::string& path);
 // first bytes only; false for a file that cannot be read.)
 bool has_seal(const std::string& path);
 
+// "N store(s) without a seal ...: `mambamt store seal DIR` seals them", the
+// advice of `status` and `collect` when they read stores without a seal.
+std::string unsealed_advice(long long count, const std::string& dir);
+
 // Rewrites the HDF5 file at `path` (opened unchecked, whatever its seal) as
 // a new sealed file and renames that over it: every object below the root
 // (one H5Ocopy, which reads all their data, so a file HDF5 cannot read fails

@@ -145,9 +145,7 @@ std::string status_report(const std::string& run_dir) {
     out << older_evaluation
         << " completed experiment(s) evaluated by an older mambamt: `mambamt sweep GRID --reevaluate` evaluates "
            "them again\n";
-  if (unsealed > 0)
-    out << unsealed << " store(s) without a seal (written by h5py or an older mambamt), so damage to them is not "
-                       "caught: `mambamt store seal " << run_dir << "` seals them\n";
+  if (unsealed > 0) out << core::h5::unsealed_advice(unsealed, run_dir) << "\n";
   if (pending + running > 0) {
     double mean = done_n ? done_seconds / done_n : NAN;
     double lanes = std::max(1, running);

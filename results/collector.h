@@ -45,8 +45,9 @@
 //   /                     attrs format = "mambamt-summary", format_version = 1, sweep, run_dir,
 //                         sweep_state, design, test_set, points_source (sweep.h5 | stores), created, partial
 //   /status               attrs: one int64 per state (completed, running, pending, interrupted,
-//                         failed, missing, unreadable), total, and outside_grid (stores of points
-//                         a changed grid no longer has: not in the other counts, nor in the tables)
+//                         failed, missing, unreadable), total, outside_grid (stores of points
+//                         a changed grid no longer has: not in the other counts, nor in the tables),
+//                         older_evaluation and unsealed (as state_counts below)
 //   /points/{id,name,variant,state,error,store}  string arrays; seed, in_grid int64 arrays;
 //                         axis_values 2-D strings (points x axes); attrs axes, base_values, target_values
 //   /problems             string array: "path: reason" of every unreadable file
@@ -119,6 +120,9 @@ struct SweepPoint {
   std::string context_free_config;
   std::int64_t context_sentences = -1;
   std::shared_ptr<const core::StoreSnapshot> store;  // null unless readable
+  // A readable store without a seal (written by h5py or an older mambamt):
+  // damage to it is not caught when it is read.
+  bool unsealed = false;
 };
 
 // The config fields that make a model document-level rather than
@@ -148,7 +152,9 @@ SweepData load_sweep(const std::string& run_dir, std::ostream& log);
 // Point counts by state (every state name, zeros included, and "total") of the
 // grid's points, "outside_grid": stores of points it no longer has, and
 // "older_evaluation": completed points whose store an older evaluation wrote
-// (results/evaluation/version below core::kEvaluationVersion).
+// (results/evaluation/version below core::kEvaluationVersion), and
+// "unsealed": readable stores without a seal, in the grid or not
+// (`mambamt store seal RUN_DIR` seals them).
 std::map<std::string, std::int64_t> state_counts(const SweepData& sweep);
 
 struct CollectReport {

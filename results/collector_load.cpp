@@ -280,6 +280,7 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
     ConfigValues config = config_values(snap->config, store_path.string() + ":/config", note);
     if (!note.empty()) log << "collect: " << store_path.string() << ": config read line by line (" << note << ")\n";
     p.store = snap;
+    p.unsealed = !core::h5::has_seal(store_path.string());
     p.state = core::to_string(snap->status.state);
     p.error = snap->status.last_error;
     p.kind = unquote(value_or(config, "model.kind"));
@@ -407,7 +408,9 @@ std::map<std::string, std::int64_t> state_counts(const SweepData& sweep) {
   counts["total"] = 0;
   counts["outside_grid"] = 0;
   counts["older_evaluation"] = 0;
+  counts["unsealed"] = 0;
   for (auto& p : sweep.points) {
+    if (p.unsealed) ++counts["unsealed"];
     if (detail::outside_grid(sweep, p)) {
       ++counts["outside_grid"];
       continue;

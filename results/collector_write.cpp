@@ -366,6 +366,8 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     md << "**Evaluated by an older mambamt:** " << counts.at("older_evaluation")
        << " completed store(s) lack results this version's evaluation writes or hold results it computes "
           "otherwise (their cells are empty); `mambamt sweep GRID --reevaluate` evaluates them again.\n\n";
+  if (counts.at("unsealed") > 0)
+    md << "**Stores without a seal:** " << core::h5::unsealed_advice(counts.at("unsealed"), sweep.run_dir) << ".\n\n";
   if (!sweep.problems.empty()) {
     md << "**Unreadable files (skipped):**\n\n";
     for (auto& p : sweep.problems) md << "- `" << md_cell(p) << "`\n";
@@ -545,6 +547,8 @@ CollectReport collect(const CollectOptions& options, std::ostream& log) {
   put("report.md", report_markdown(sweep, test_set, report.counts, tables, plots, table_files, explain));
 
   log << "collect: " << counts_line(report.counts) << "\n";
+  if (report.counts.at("unsealed") > 0)
+    log << "collect: " << core::h5::unsealed_advice(report.counts.at("unsealed"), sweep.run_dir) << "\n";
   log << "collect: wrote " << report.files.size() << " files to " << report.out_dir << "\n";
   report.tables = std::move(tables);
   return report;

@@ -1680,6 +1680,43 @@ TEST_CASE("collector: stores of points a changed grid no longer has stay out of 
   CHECK_THAT(log.str(), Catch::Contains("(and 1 store(s) outside the grid, left out)"));
 }
 
+TEST_CASE("collector: stores without a seal are counted, with the command that seals them", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  const std::string report_md = (f.root / "results" / "abl" / "report.md").string();  // the default place
+  std::ostringstream sealed_log;
+  CHECK(collect(o, sealed_log).counts.at("unsealed") == 0);
+  CHECK(sealed_log.str().find("without a seal") == std::string::npos);
+  CHECK(core::read_text(report_md).find("without a seal") == std::string::npos);
+
+  // One store as h5py (or a mambamt from before the seal) writes it.
+  const std::string store = f.store_of("transformer", {}, 1);
+  const std::string bytes = core::read_text(store);
+  std::ofstream(store, std::ios::binary | std::ios::trunc) << bytes.substr(core::h5::kSealBytes);
+  REQUIRE_FALSE(core::h5::has_seal(store));
+  std::ostringstream log;
+  const CollectReport report = collect(o, log);
+  CHECK(report.counts.at("unsealed") == 1);
+  CHECK(report.counts.at("completed") == 7);  // read as before
+  CHECK(cell(find_table(report, "baselines"), "transformer", "bleu").n == 2);
+  const std::string advice = "1 store(s) without a seal (written by h5py or an older mambamt), so damage to them is "
+                             "not caught: `mambamt store seal " + f.run.string() + "` seals them";
+  CHECK_THAT(log.str(), Catch::Contains("collect: " + advice + "\n"));
+  CHECK_THAT(core::read_text(report_md), Catch::Contains("**Stores without a seal:** " + advice + "."));
+  CHECK(core::h5::File::open((fs::path(report.out_dir) / "summary.h5").string())
+            .root()
+            .group("status")
+            .attr_int("unsealed") == 1);
+
+  // Sealed again, the advice is gone.
+  core::h5::reseal(store);
+  std::ostringstream after;
+  CHECK(collect(o, after).counts.at("unsealed") == 0);
+  CHECK(after.str().find("without a seal") == std::string::npos);
+}
+
 TEST_CASE("collector: gated cross-attention's gates, and what eval.gate_skip skipped", "[results][collector]") {
   TempDir dir;
   FakeSweep f = make_sweep(dir.path());
