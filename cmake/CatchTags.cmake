@@ -2,6 +2,15 @@
 find_package(Catch2 2 REQUIRED)
 include(Catch)
 
+# Discovery through cmake/CatchDiscoverQuiet.cmake: groups without test cases
+# stay quiet (see there). The wrapper names Catch2's own script, wherever
+# this Catch2 is installed.
+set(_mambamt_discover "${CMAKE_BINARY_DIR}/mambamt_catch_discover.cmake")
+file(WRITE "${_mambamt_discover}"
+  "set(MAMBAMT_CATCH_ADD_TESTS [==[${_CATCH_DISCOVER_TESTS_SCRIPT}]==])\n"
+  "include([==[${CMAKE_CURRENT_LIST_DIR}/CatchDiscoverQuiet.cmake]==])\n")
+set(_CATCH_DISCOVER_TESTS_SCRIPT "${_mambamt_discover}")
+
 # Registers every test case of <target> with CTest, one group per tag class.
 # A test case with several of the tags lands in the first matching group.
 # `--warn NoTests` fails a CTest test whose name matches no test case (a name
