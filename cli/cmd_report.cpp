@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/hdf5.h"
 #include "models/plan.h"
 #include "orchestrator/grid.h"
 #include "orchestrator/status.h"
@@ -29,6 +30,7 @@ Command status_command() {
   spec.positionals = {"RUN_DIR"};
   spec.description = "Reads only; works while the sweep runs. RUN_DIR is runs/<sweep>.";
   return {spec, [](const ParsedArgs& a) {
+            core::h5::set_unsealed_reads_in_child(true);  // never under MPI: it may fork
             std::cout << orchestrator::status_report(a.positional[0]);
             return 0;
           }};
@@ -264,6 +266,7 @@ Command compare_command() {
       "there are no contrastive outcomes, entity counts or alignment counts of the same text to compare\n"
       "either.";
   return {spec, [](const ParsedArgs& a) {
+            core::h5::set_unsealed_reads_in_child(true);  // never under MPI: it may fork
             const std::string set = a.get("--test-set", "test");
             const ComparedStore base = read_compared(a.positional[0]), sys = read_compared(a.positional[1]);
             const auto cb = results::contrastive_outcomes(base.store), cs = results::contrastive_outcomes(sys.store);
@@ -328,6 +331,7 @@ Command collect_command() {
       "counts) are tested against the Transformer and the base value too. Unreadable stores, test sets\n"
       "scored on different texts and COMET by different models are reported by path.";
   return {spec, [](const ParsedArgs& a) {
+            core::h5::set_unsealed_reads_in_child(true);  // never under MPI: it may fork
             results::CollectOptions opt;
             opt.run_dir = a.positional[0];
             if (a.has("--format")) opt.formats = results::parse_formats(a.get("--format"));

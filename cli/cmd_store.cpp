@@ -64,6 +64,7 @@ Command store_show_command() {
   spec.options = {{"--config", "", "also print the experiment's canonical config"}};
   spec.description = "DIR is an experiment directory (runs/<sweep>/exp/<id>) or its store.h5.";
   return {spec, [](const ParsedArgs& a) {
+            core::h5::set_unsealed_reads_in_child(true);  // never under MPI: it may fork
             std::string dir = a.positional[0];
             std::string path = dir;
             if (fs::is_directory(dir)) {
@@ -233,8 +234,9 @@ Command store_seal_command() {
                 continue;
               }
               std::error_code size_ec;
-              const double bytes = static_cast<double>(fs::file_size(path, size_ec));
-              const std::string failed = core::h5::reseal_in_child(path, timeout > 0 ? timeout : 30 + bytes / 10e6);
+              const uint64_t size = fs::file_size(path, size_ec), bytes = size_ec ? 0 : size;
+              const std::string failed =
+                  core::h5::reseal_in_child(path, timeout > 0 ? timeout : core::h5::child_read_timeout(bytes));
               if (!failed.empty()) {
                 std::cout << path << also << ": left alone: " << failed << "\n";
                 ++left;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -799,15 +800,22 @@ void reseal(const std::string& path) {
   });
 }
 
-std::string reseal_in_child(const std::string& path, double timeout_s) {
+namespace {
+
+struct ChildOutcome {
+  pid_t pid = -1;
+  std::string why;  // "" when the work was done
+};
+
+ChildOutcome run_in_child(const std::string& path, const std::function<void()>& work, double timeout_s) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(path + ": cannot make a pipe to seal it: " + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(path + ": cannot make a pipe to read it: " + std::strerror(errno));
   std::fflush(nullptr);  // nothing buffered is written twice
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
     ::close(fds[1]);
-    throw Error(path + ": cannot fork to seal it: " + std::strerror(errno));
+    throw Error(path + ": cannot fork to read it: " + std::strerror(errno));
   }
   if (pid == 0) {
     ::close(fds[0]);
@@ -816,7 +824,7 @@ std::string reseal_in_child(const std::string& path, double timeout_s) {
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
     std::string why;
     try {
-      reseal(path);
+      work();
     } catch (const std::exception& e) {
       why = e.what();
       if (why.empty()) why = "failed";
@@ -853,26 +861,51 @@ std::string reseal_in_child(const std::string& path, double timeout_s) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  if (!ok) {
+  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return {pid, ""};
+  if (timed_out) {
+    std::ostringstream os;
+    os << "HDF5 was still reading it after " << timeout_s << " s: damaged (HDF5 loops on it), or the disk is that slow";
+    return {pid, os.str()};
+  }
+  if (WIFSIGNALED(status))
+    return {pid, "HDF5 crashed reading it (" + std::string(strsignal(WTERMSIG(status))) + "): it is damaged"};
+  return {pid, why.empty() ? "failed" : after_file(path, why)};
+}
+
+// ExperimentStore::read's child for unsealed stores: 0 none, -1 with
+// child_read_timeout, > 0 with these seconds.
+std::atomic<double> g_unsealed_read_timeout{0.0};
+
+}  // namespace
+
+std::string in_child(const std::string& path, const std::function<void()>& work, double timeout_s) {
+  return run_in_child(path, work, timeout_s).why;
+}
+
+double child_read_timeout(uint64_t bytes) { return 30 + static_cast<double>(bytes) / 10e6; }
+
+std::string reseal_in_child(const std::string& path, double timeout_s) {
+  const ChildOutcome outcome = run_in_child(path, [&] { reseal(path); }, timeout_s);
+  if (!outcome.why.empty()) {
     // The child's copy, when it died before it could remove it.
     const fs::path file(path);
-    const std::string prefix = "." + file.filename().string() + ".tmp." + host_name() + "." + std::to_string(pid) + ".";
+    const std::string prefix =
+        "." + file.filename().string() + ".tmp." + host_name() + "." + std::to_string(outcome.pid) + ".";
     const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
     std::error_code ec;
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->path().filename().string().rfind(prefix, 0) == 0) fs::remove(it->path(), ec);
   }
-  if (ok) return "";
-  if (timed_out) {
-    std::ostringstream os;
-    os << "HDF5 was still reading it after " << timeout_s << " s: damaged (HDF5 loops on it), or the disk is that slow";
-    return os.str();
-  }
-  if (WIFSIGNALED(status))
-    return "HDF5 crashed reading it (" + std::string(strsignal(WTERMSIG(status))) + "): it is damaged";
-  return why.empty() ? "failed" : after_file(path, why);
+  return outcome.why;
 }
 
+void set_unsealed_reads_in_child(bool on, double timeout_s) {
+  g_unsealed_read_timeout = on ? (timeout_s > 0 ? timeout_s : -1.0) : 0.0;
+}
+
+double unsealed_read_child_timeout(uint64_t bytes) {
+  const double t = g_unsealed_read_timeout;
+  return t < 0 ? child_read_timeout(bytes) : t;
+}
 
 }  // namespace mambamt::core::h5

@@ -17,6 +17,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -214,11 +215,31 @@ std::string unsealed_advice(long long count, const std::string& dir);
 // HDF5 cannot open or copy it.
 void reseal(const std::string& path);
 
-// reseal() in a child process, and why it could not ("" when it did): HDF5
-// crashes or loops on some damaged files without a seal, the very files
-// resealed, and then only the child dies, or is killed after `timeout_s`
-// seconds. A copy the child left is removed.
+// Runs `work`, which reads the HDF5 file `path`, in a child process, and
+// says why it could not ("" when it did): HDF5 crashes or loops on some
+// damaged files without a seal, and then only the child dies ("HDF5 crashed
+// reading it (Segmentation fault): it is damaged"), or is killed after
+// `timeout_s` seconds; an exception of `work` is its message.
+std::string in_child(const std::string& path, const std::function<void()>& work, double timeout_s);
+
+// Seconds a child may read a file of `bytes` before HDF5 is judged to loop
+// on it: 30, and 1 more per 10 MB.
+double child_read_timeout(uint64_t bytes);
+
+// reseal() in_child(): the files resealed are the very files HDF5 may crash
+// or loop on. A copy the child left is removed.
 std::string reseal_in_child(const std::string& path, double timeout_s);
+
+// Whether core::ExperimentStore::read reads a store without a seal in a
+// child first (in_child), so that a damaged one HDF5 crashes or loops on is
+// an InputError naming it instead of the death of this process. Off unless
+// turned on: the commands that read the stores of a sweep and never run
+// under MPI (status, collect, compare, store show) turn it on; an MPI
+// process does not fork. `timeout_s` > 0 replaces child_read_timeout.
+void set_unsealed_reads_in_child(bool on, double timeout_s = 0);
+// The seconds a child may read an unsealed store of `bytes` for
+// ExperimentStore::read; 0 when such reads are not made in a child.
+double unsealed_read_child_timeout(uint64_t bytes);
 
 // The HDF5 error stack of the last failure as one line (for messages).
 std::string last_error();

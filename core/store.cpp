@@ -214,9 +214,9 @@ ExperimentStore ExperimentStore::open(const std::string& path) {
   return st;
 }
 
-StoreSnapshot ExperimentStore::read(const std::string& path) {
-  if (!fs::exists(path)) throw InputError(path + ": no such store");
-  if (!h5::File::is_hdf5(path)) throw InputError(path + ": not an HDF5 file");
+namespace {
+
+StoreSnapshot read_store(const std::string& path) {
   StoreSnapshot snap;
   snap.path = path;
   try {
@@ -241,6 +241,30 @@ StoreSnapshot ExperimentStore::read(const std::string& path) {
     throw InputError(path + ": unreadable store: " + h5::after_file(path, e.what()));
   }
   return snap;
+}
+
+}  // namespace
+
+StoreSnapshot ExperimentStore::read(const std::string& path) {
+  if (!fs::exists(path)) throw InputError(path + ": no such store");
+  if (!h5::File::is_hdf5(path)) throw InputError(path + ": not an HDF5 file");
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  const double timeout = h5::unsealed_read_child_timeout(ec ? 0 : size);
+  if (timeout > 0 && !h5::has_seal(path)) {
+    // Read once where a crash or a loop of HDF5 on a damaged file costs only
+    // the child. The same read here then does what the child's did: an
+    // error of the child's is thrown here again.
+    auto probe = [&] {
+      try {
+        read_store(path);
+      } catch (const std::exception&) {
+      }
+    };
+    const std::string why = h5::in_child(path, probe, timeout);
+    if (!why.empty()) throw InputError(path + ": unreadable store: " + why);
+  }
+  return read_store(path);
 }
 
 ExperimentStore::ExperimentStore(ExperimentStore&&) noexcept = default;

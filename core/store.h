@@ -146,7 +146,9 @@ class ExperimentStore {
   // not a readable store.
   static ExperimentStore open(const std::string& path);
   // Reads a whole store (any process, any time). Throws InputError naming the
-  // path if the file is missing or not a mambamt store.
+  // path if the file is missing or not a mambamt store. A store without a
+  // seal is read in a child process first when h5::set_unsealed_reads_in_child
+  // says so.
   static StoreSnapshot read(const std::string& path);
 
   ExperimentStore(ExperimentStore&&) noexcept;
