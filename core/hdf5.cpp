@@ -807,69 +807,107 @@ struct ChildOutcome {
   std::string why;  // "" when the work was done
 };
 
-ChildOutcome run_in_child(const std::string& path, const std::function<void()>& work, double timeout_s) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(path + ": cannot make a pipe to read it: " + std::strerror(errno));
-  std::fflush(nullptr);  // nothing buffered is written twice
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    throw Error(path + ": cannot fork to read it: " + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    // A crash is the child's death, which the parent reports, whatever
-    // handlers the parent installed (a test framework's, say).
-    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
-    std::string why;
-    try {
-      work();
-    } catch (const std::exception& e) {
-      why = e.what();
-      if (why.empty()) why = "failed";
-    }
-    for (size_t at = 0; at < why.size();) {
-      const ssize_t n = ::write(fds[1], why.data() + at, why.size() - at);
-      if (n <= 0) break;
-      at += static_cast<size_t>(n);
-    }
-    ::_exit(why.empty() ? 0 : 1);
-  }
-  ::close(fds[1]);
-  std::string why;
-  bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+void write_all(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  for (size_t at = 0; at < size;) {
+    const ssize_t n = ::write(fd, p + at, size - at);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the child is done
-    why.append(buf, static_cast<size_t>(n));
+    if (n <= 0) return;  // the parent is gone
+    at += static_cast<size_t>(n);
   }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+}
+
+// Runs work(i) for i in [0, n) in a child process, one item after the
+// other, the child reporting each item done (with the message of what it
+// threw) through a pipe. A crash of the child on item i, or no report of it
+// within timeout(i) seconds (then the child is killed), is i's outcome, and
+// a new child goes on from item i + 1: one fork for all the items a crash
+// does not stop.
+std::vector<ChildOutcome> run_in_children(size_t n, const std::function<void(size_t)>& work,
+                                          const std::function<double(size_t)>& timeout, const std::string& what) {
+  std::vector<ChildOutcome> out(n);
+  size_t next = 0;
+  while (next < n) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(what + ": cannot make a pipe to read it: " + std::strerror(errno));
+    std::fflush(nullptr);  // nothing buffered is written twice
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      throw Error(what + ": cannot fork to read it: " + std::strerror(errno));
+    }
+    if (pid == 0) {
+      ::close(fds[0]);
+      // A crash is the child's death, which the parent reports, whatever
+      // handlers the parent installed (a test framework's, say).
+      for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+      for (size_t i = next; i < n; ++i) {
+        std::string why;
+        try {
+          work(i);
+        } catch (const std::exception& e) {
+          why = e.what();
+          if (why.empty()) why = "failed";
+        }
+        const uint64_t head = why.size();  // a report of the next item: the message's length, the message
+        write_all(fds[1], &head, sizeof head);
+        write_all(fds[1], why.data(), why.size());
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    size_t current = next;  // the item the child is on
+    std::string buf;
+    bool timed_out = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout(current));
+    while (current < n) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        timed_out = true;
+        break;
+      }
+      pollfd p{fds[0], POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) continue;
+      char chunk[4096];
+      const ssize_t got = ::read(fds[0], chunk, sizeof chunk);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // the child is gone
+      buf.append(chunk, static_cast<size_t>(got));
+      uint64_t head = 0;
+      while (current < n && buf.size() >= sizeof head) {
+        std::memcpy(&head, buf.data(), sizeof head);
+        if (buf.size() < sizeof head + head) break;
+        out[current] = {pid, buf.substr(sizeof head, head)};
+        buf.erase(0, sizeof head + head);
+        if (++current < n)
+          deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout(current));
+      }
+    }
+    ::close(fds[0]);
+    if (timed_out) ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (current < n) {
+      std::string why = "failed";
+      if (timed_out) {
+        std::ostringstream os;
+        os << "HDF5 was still reading it after " << timeout(current)
+           << " s: damaged (HDF5 loops on it), or the disk is that slow";
+        why = os.str();
+      } else if (WIFSIGNALED(status)) {
+        why = "HDF5 crashed reading it (" + std::string(strsignal(WTERMSIG(status))) + "): it is damaged";
+      }
+      out[current] = {pid, why};
+      ++current;
+    }
+    next = current;
   }
-  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return {pid, ""};
-  if (timed_out) {
-    std::ostringstream os;
-    os << "HDF5 was still reading it after " << timeout_s << " s: damaged (HDF5 loops on it), or the disk is that slow";
-    return {pid, os.str()};
-  }
-  if (WIFSIGNALED(status))
-    return {pid, "HDF5 crashed reading it (" + std::string(strsignal(WTERMSIG(status))) + "): it is damaged"};
-  return {pid, why.empty() ? "failed" : after_file(path, why)};
+  return out;
 }
 
 // ExperimentStore::read's child for unsealed stores: 0 none, -1 with
@@ -879,13 +917,26 @@ std::atomic<double> g_unsealed_read_timeout{0.0};
 }  // namespace
 
 std::string in_child(const std::string& path, const std::function<void()>& work, double timeout_s) {
-  return run_in_child(path, work, timeout_s).why;
+  const std::string why = run_in_children(1, [&](size_t) { work(); }, [&](size_t) { return timeout_s; }, path)[0].why;
+  return after_file(path, why);
+}
+
+std::vector<std::string> in_children(const std::vector<std::string>& paths,
+                                     const std::function<void(const std::string&)>& work,
+                                     const std::function<double(const std::string&)>& timeout_s) {
+  const std::vector<ChildOutcome> outcomes = run_in_children(
+      paths.size(), [&](size_t i) { work(paths[i]); }, [&](size_t i) { return timeout_s(paths[i]); },
+      paths.empty() ? std::string() : paths.front());
+  std::vector<std::string> out;
+  for (size_t i = 0; i < paths.size(); ++i) out.push_back(after_file(paths[i], outcomes[i].why));
+  return out;
 }
 
 double child_read_timeout(uint64_t bytes) { return 30 + static_cast<double>(bytes) / 10e6; }
 
 std::string reseal_in_child(const std::string& path, double timeout_s) {
-  const ChildOutcome outcome = run_in_child(path, [&] { reseal(path); }, timeout_s);
+  const ChildOutcome outcome =
+      run_in_children(1, [&](size_t) { reseal(path); }, [&](size_t) { return timeout_s; }, path).front();
   if (!outcome.why.empty()) {
     // The child's copy, when it died before it could remove it.
     const fs::path file(path);
@@ -896,7 +947,7 @@ std::string reseal_in_child(const std::string& path, double timeout_s) {
     for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
       if (it->path().filename().string().rfind(prefix, 0) == 0) fs::remove(it->path(), ec);
   }
-  return outcome.why;
+  return after_file(path, outcome.why);
 }
 
 void set_unsealed_reads_in_child(bool on, double timeout_s) {

@@ -222,6 +222,14 @@ void reseal(const std::string& path);
 // `timeout_s` seconds; an exception of `work` is its message.
 std::string in_child(const std::string& path, const std::function<void()>& work, double timeout_s);
 
+// in_child() for each path, one after the other in one child process while
+// none crashes or loops (a fork costs ~30 ms beside LibTorch): after one
+// does, a new child goes on with the next path. Why each could not, in
+// order ("" for those done).
+std::vector<std::string> in_children(const std::vector<std::string>& paths,
+                                     const std::function<void(const std::string&)>& work,
+                                     const std::function<double(const std::string&)>& timeout_s);
+
 // Seconds a child may read a file of `bytes` before HDF5 is judged to loop
 // on it: 30, and 1 more per 10 MB.
 double child_read_timeout(uint64_t bytes);

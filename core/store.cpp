@@ -1,9 +1,13 @@
 #include "core/store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -243,26 +247,80 @@ StoreSnapshot read_store(const std::string& path) {
   return snap;
 }
 
+// A read in a child: the same read in this process then does what the
+// child's did, and an error of the child's is thrown here again.
+void read_in_child(const std::string& path) {
+  try {
+    read_store(path);
+  } catch (const std::exception&) {
+  }
+}
+
+// The file at a path, as it was when a child read it.
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = -1;
+  struct timespec mtime {};
+  bool operator==(const FileIdentity& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec;
+  }
+};
+
+std::optional<FileIdentity> identity_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_mtim};
+}
+
+// The child's timeout for reading an unsealed store (0: no child; `path`
+// has a seal, or reads in a child are off).
+double child_timeout_of(const std::string& path, const std::optional<FileIdentity>& id) {
+  const double timeout = h5::unsealed_read_child_timeout(id ? static_cast<uint64_t>(id->size) : 0);
+  return timeout > 0 && !h5::has_seal(path) ? timeout : 0;
+}
+
+// What read_ahead found: why each store could not be read ("" when it could).
+std::mutex g_read_ahead_mutex;
+std::map<std::string, std::pair<FileIdentity, std::string>> g_read_ahead;
+
 }  // namespace
+
+void ExperimentStore::read_ahead(const std::vector<std::string>& paths) {
+  std::vector<std::string> unsealed;
+  std::vector<FileIdentity> ids;
+  for (const auto& path : paths) {
+    const std::optional<FileIdentity> id = identity_of(path);
+    if (id && h5::File::is_hdf5(path) && child_timeout_of(path, id) > 0) {
+      unsealed.push_back(path);
+      ids.push_back(*id);
+    }
+  }
+  if (unsealed.empty()) return;
+  const std::vector<std::string> why = h5::in_children(unsealed, read_in_child, [](const std::string& path) {
+    const std::optional<FileIdentity> id = identity_of(path);
+    return h5::unsealed_read_child_timeout(id ? static_cast<uint64_t>(id->size) : 0);
+  });
+  std::lock_guard<std::mutex> lock(g_read_ahead_mutex);
+  for (size_t i = 0; i < unsealed.size(); ++i) g_read_ahead[unsealed[i]] = {ids[i], why[i]};
+}
 
 StoreSnapshot ExperimentStore::read(const std::string& path) {
   if (!fs::exists(path)) throw InputError(path + ": no such store");
   if (!h5::File::is_hdf5(path)) throw InputError(path + ": not an HDF5 file");
-  std::error_code ec;
-  const uint64_t size = fs::file_size(path, ec);
-  const double timeout = h5::unsealed_read_child_timeout(ec ? 0 : size);
-  if (timeout > 0 && !h5::has_seal(path)) {
+  const std::optional<FileIdentity> id = identity_of(path);
+  if (const double timeout = child_timeout_of(path, id); timeout > 0) {
     // Read once where a crash or a loop of HDF5 on a damaged file costs only
-    // the child. The same read here then does what the child's did: an
-    // error of the child's is thrown here again.
-    auto probe = [&] {
-      try {
-        read_store(path);
-      } catch (const std::exception&) {
-      }
-    };
-    const std::string why = h5::in_child(path, probe, timeout);
-    if (!why.empty()) throw InputError(path + ": unreadable store: " + why);
+    // the child (read_ahead's child, when the file is as it found it).
+    std::optional<std::string> why;
+    {
+      std::lock_guard<std::mutex> lock(g_read_ahead_mutex);
+      auto known = g_read_ahead.find(path);
+      if (known != g_read_ahead.end() && id && known->second.first == *id) why = known->second.second;
+    }
+    if (!why) why = h5::in_child(path, [&] { read_in_child(path); }, timeout);
+    if (!why->empty()) throw InputError(path + ": unreadable store: " + *why);
   }
   return read_store(path);
 }

@@ -150,6 +150,12 @@ class ExperimentStore {
   // seal is read in a child process first when h5::set_unsealed_reads_in_child
   // says so.
   static StoreSnapshot read(const std::string& path);
+  // Before many reads: the stores among `paths` without a seal read in
+  // child processes now, several in one child (h5::in_children), when
+  // h5::set_unsealed_reads_in_child says so; read() then reads the ones
+  // found readable without a child of its own (unless they changed since)
+  // and throws the others' reasons. Nothing otherwise.
+  static void read_ahead(const std::vector<std::string>& paths);
 
   ExperimentStore(ExperimentStore&&) noexcept;
   ExperimentStore& operator=(ExperimentStore&&) noexcept;

@@ -88,6 +88,9 @@ std::string status_report(const std::string& run_dir) {
   rows << std::left << std::setw(14) << "id" << std::setw(12) << "state" << std::right << std::setw(15) << "step"
        << "  " << std::left << std::setw(18) << "validation" << std::setw(9) << "attempts" << std::setw(16) << "host"
        << "point\n";
+  std::vector<std::string> paths;
+  for (const auto& id : ids) paths.push_back(dir.store_path(id));
+  core::ExperimentStore::read_ahead(paths);
   for (size_t i = 0; i < ids.size(); ++i) {
     const std::string& id = ids[i];
     std::string path = dir.store_path(id);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/hdf5.h"
+#include "core/store.h"
 #include "results/collector.h"
 #include "results/detail/collector_model.h"
 
@@ -246,6 +247,9 @@ SweepData load_sweep(const std::string& run_dir_in, std::ostream& log) {
 
   std::vector<std::pair<size_t, ConfigValues>> store_configs;  // point index -> config values
   bool infer_axes = !sweep.has_sweep_file && !grid;
+  std::vector<std::string> store_paths;
+  for (auto& d : dirs) store_paths.push_back((d / "store.h5").string());
+  core::ExperimentStore::read_ahead(store_paths);
   for (auto& d : dirs) {
     const std::string id = d.filename().string();
     const fs::path store_path = d / "store.h5";
