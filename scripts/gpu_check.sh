@@ -14,15 +14,22 @@
 # bench decode `--graphs --bf16` (as evaluation runs), `mambamt bench
 # train` (small preset), the demo sweep trained and evaluated on the GPU, and
 # one of its experiments evaluated again, eagerly and with
-# MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT (what the device tool brings back)
-# or gpu-out/. On the H200 the build took ~100 s, the tests and bench decode
+# MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT/gpu_logs.tar.gz (what the device tool
+# brings back) or gpu-out/. On the H200 the build took ~100 s, the tests and bench decode
 # ~15 s, the demo sweep ~90 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
 #   BENCH_ARGS="..."        extra arguments of bench decode
 #   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LOGS=${OUT:-gpu-out}
+# The device tool brings back at most 8 files from $OUT: with it, the logs are
+# written to a scratch folder and packed into $OUT/gpu_logs.tar.gz at the end.
+if [ -n "${OUT:-}" ]; then
+  LOGS=$(mktemp -d)
+  trap 'tar czf "$OUT/gpu_logs.tar.gz" -C "$LOGS" .' EXIT
+else
+  LOGS=gpu-out
+fi
 mkdir -p "$LOGS"
 BUDGET=${GPU_CHECK_SECONDS:-540}
 BUILD_DIR=${BUILD_DIR:-build-gpu}
