@@ -1,6 +1,7 @@
 // `mambamt store show DIR`: a readable summary of one experiment store.
 // `mambamt store seal PATH`: seal HDF5 files written without a seal.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>

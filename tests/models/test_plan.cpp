@@ -146,7 +146,7 @@ TEST_CASE("counts remembered across a grid's models are each model's own count",
   // Every kind and variant here is counted after the ones before it.
   std::vector<std::pair<std::string, std::string>> variants;
   for (const KindVariant& v : model_variants()) variants.push_back({v.kind, v.extra});
-  for (const std::string& extra :
+  for (const char* extra :
        {"attention_ratio = 0.25\n", "attention_ratio = 0.25\nattention_placement = \"first\"\n",
         "cross_attn_every = 1\n", "enc_layers = 5\ndec_layers = 7\n", "d_state = 16\n", "d_ff = 40\n",
         "mlp = \"relu\"\n", "expand = 1\n", "headdim = 8\n", "ngroups = 2\nheaddim = 8\n", "d_conv = 3\n",
