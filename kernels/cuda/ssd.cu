@@ -12,7 +12,8 @@
 // and positions. Every kernel is a plain grid-stride loop, one output element
 // per thread, fp32 (fp64 for fp64) accumulation; no tensor cores. Correctness
 // first: checked against the float64 reference on an NVIDIA H200
-// (test_kernels "[cuda]"), not yet timed there.
+// (test_kernels "[cuda]"); timed there by `bench kernels --device cuda`
+// (bench/README.md): slower than LibTorch's chunked form, far from its floor.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 
