@@ -50,7 +50,8 @@ MAMBAMT_GPU_TARGETS=${GPU_CHECK_TARGETS:-mambamt test_kernels test_models} scrip
 rc=$?
 grep -E -A6 "error:|FAILED:|CMake Error" "$LOGS/build.log" | head -80
 tail -3 "$LOGS/build.log"
-echo "build exit code $rc after $(elapsed) s"
+echo "build exit code $rc after $(elapsed) s; compiler warnings: $(grep -c "warning:" "$LOGS/build.log")" \
+  "($(grep -c "Winvalid-pch" "$LOGS/build.log") of them a rejected precompiled header)"
 [ "$rc" -eq 0 ] || status=1
 [ -f "$BUILD_DIR/gpu_env.sh" ] && . "$BUILD_DIR/gpu_env.sh"
 BIN=$BUILD_DIR/bin/mambamt

@@ -1,7 +1,7 @@
 // CUDA SSD (Mamba-2) scan: the chunked algorithm with chunk length Q =
 // params.chunk_size, forward, backward and decode step.
 //
-// Forward, per (batch, head), in five kernels over flat index spaces:
+// Forward, per (batch, head), in five kernels:
 //   1. dt_cumsum   dt_t = softplus(dt + bias) (0 at padding), cs = cumsum(dt A) within each chunk
 //   2. cb          C_t.B_s of every chunk and group (shared by the group's heads)
 //   3. chunk_state S_c = sum_s e^(cs_last - cs_s) dt_s x_s B_s^T    (N, P) per chunk
@@ -9,11 +9,13 @@
 //   5. chunk_out   y_t = sum_{s<=t} C_t.B_s e^(cs_t - cs_s) dt_s x_s + e^cs_t C_t H_start + D x_t
 // The backward pass recomputes 1-4 and follows the per-chunk formulas of the
 // CPU kernel (cpu/ssd_cpu.cpp), with atomics for the sums over heads (dB, dC)
-// and positions. Every kernel is a plain grid-stride loop, one output element
-// per thread, fp32 (fp64 for fp64) accumulation; no tensor cores. Correctness
-// first: checked against the float64 reference on an NVIDIA H200
-// (test_kernels "[cuda]"); timed there by `bench kernels --device cuda`
-// (bench/README.md): slower than LibTorch's chunked form, far from its floor.
+// and positions. The per-chunk products (2, 3, 5 and the backward's
+// chunk_dstate, dots, du, dC and dB) run as 64 x 64 tiles of a block each,
+// operands staged in shared memory and 4 x 4 outputs per thread (tile_mma);
+// the scans over chunks and positions are grid-stride loops. fp32 (fp64 for
+// fp64) accumulation; no tensor cores. Checked against the float64 reference
+// and timed against LibTorch's chunked form on an NVIDIA H200 (test_kernels
+// "[cuda]", `bench kernels --device cuda`; bench/README.md).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 
@@ -81,42 +83,134 @@ __global__ void dt_cumsum(SsdParams p, Dims d, A* dte, A* cs) {
   }
 }
 
-template <typename T, typename A>
-__global__ void cb_kernel(SsdParams p, Dims d, A* CB) {
-  const T* Bp = static_cast<const T*>(p.B);
-  const T* Cp = static_cast<const T*>(p.C);
-  GRID_STRIDE(i, d.Bn * d.G * d.nc * d.Q * d.Q) {
-    const int64_t s = i % d.Q, t = (i / d.Q) % d.Q, c = (i / (d.Q * d.Q)) % d.nc;
-    const int64_t bg = i / (d.Q * d.Q * d.nc), b = bg / d.G, g = bg % d.G;
-    const int64_t lt = c * d.Q + t, ls = c * d.Q + s;
-    A acc = 0;
-    if (s <= t && lt < d.L) {
-      const T* cr = Cp + b * p.C_bs + lt * p.C_ls + g * p.C_gs;
-      const T* br = Bp + b * p.B_bs + ls * p.B_ls + g * p.B_gs;
-      for (int64_t n = 0; n < d.N; ++n) acc += to_acc<A>(cr[n]) * to_acc<A>(br[n]);
+// ------------------------------------------------------------ tile products
+//
+// The chunk's work is small matrix products (64 x 64 x 64 per chunk and head
+// at the usual sizes). One block of 256 threads computes a 64 x 64 tile of
+// one product: operands staged in shared memory 16 along k at a time, each
+// thread keeping a 4 x 4 block of outputs in registers, rows ty + 16 i and
+// columns tx + 16 j (tx = thread % 16, ty = thread / 16), so that the reads
+// of shared memory are broadcasts or consecutive and the writes coalesce.
+// The operands are functions (row, k) and (k, column) that form an element
+// from the inputs on the fly (the decays, dt and the causal mask folded in),
+// 0 outside the product.
+constexpr int kTile = 64, kTileK = 16, kTileThreads = 256;
+
+template <typename A>
+struct TileSmem {
+  A a[kTileK][kTile + 1];  // a[k][row]; +1: the k-fast fills spread over the banks
+  A b[kTileK][kTile + 1];  // b[k][column]
+};
+
+// acc[i][j] += sum over k in [k0, k1) of fa(ty + 16 i, k) * fb(k, tx + 16 j).
+// AKFast / BKFast: which index of each operand the threads fill consecutively
+// (the one contiguous in its input, so that the global reads coalesce). Every
+// thread of the block must call it (it synchronises).
+template <bool AKFast, bool BKFast, typename A, typename FA, typename FB>
+__device__ __forceinline__ void tile_mma(A (&acc)[4][4], TileSmem<A>& sm, int64_t k0, int64_t k1, FA fa, FB fb) {
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  for (int64_t kb = k0; kb < k1; kb += kTileK) {
+    for (int e = tid; e < kTile * kTileK; e += kTileThreads) {
+      const int r = AKFast ? e / kTileK : e % kTile, k = AKFast ? e % kTileK : e / kTile;
+      sm.a[k][r] = kb + k < k1 ? fa(r, kb + k) : A(0);
     }
-    CB[i] = acc;
+    for (int e = tid; e < kTile * kTileK; e += kTileThreads) {
+      const int c = BKFast ? e / kTileK : e % kTile, k = BKFast ? e % kTileK : e / kTile;
+      sm.b[k][c] = kb + k < k1 ? fb(kb + k, c) : A(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kTileK; ++k) {
+      A av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) av[i] = sm.a[k][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) bv[j] = sm.b[k][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+    }
+    __syncthreads();
   }
 }
 
-// Hst[c] = sum_s e^(cs_last - cs_s) dt_s B_s[n] x_s[p] (this chunk's own state).
-template <typename T, typename A>
-__global__ void chunk_state(SsdParams p, Dims d, const A* dte, const A* cs, A* Hst) {
-  const T* x = static_cast<const T*>(p.x);
-  const T* Bp = static_cast<const T*>(p.B);
-  GRID_STRIDE(i, d.Bn * d.H * d.nc * d.N * d.P) {
-    const int64_t pp = i % d.P, n = (i / d.P) % d.N, c = (i / (d.P * d.N)) % d.nc;
-    const int64_t bh = i / (d.P * d.N * d.nc), b = bh / d.H, h = bh % d.H, g = h / d.hpg;
-    const int64_t t0 = c * d.Q, t1 = min(d.L, t0 + d.Q);
-    const A last = cs[bh * d.L + t1 - 1];
-    A acc = 0;
-    for (int64_t l = t0; l < t1; ++l) {
-      const A w = exp(last - cs[bh * d.L + l]) * dte[bh * d.L + l];
-      acc += w * to_acc<A>(Bp[b * p.B_bs + l * p.B_ls + g * p.B_gs + n]) *
-             to_acc<A>(x[b * p.x_bs + l * p.x_ls + h * p.x_hs + pp]);
-    }
-    Hst[((bh * (d.nc + 1) + c) * d.N + n) * d.P + pp] = acc;
+// The block's chunk and tile: blockIdx.x = (batch * heads + head) * nc + chunk
+// (or batch * groups + group for the products shared by a group's heads),
+// blockIdx.y / z the tile's rows / columns.
+struct ChunkTile {
+  int64_t b, h, g, bh, c, t0, len, r0, c0;
+  int tx, ty;
+  __device__ ChunkTile(const Dims& d, int64_t heads) {
+    c = blockIdx.x % d.nc, bh = blockIdx.x / d.nc, b = bh / heads, h = bh % heads;
+    g = heads == d.H ? h / d.hpg : h;
+    t0 = c * d.Q, len = min(d.L, t0 + d.Q) - t0;
+    r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.z) * kTile;
+    tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   }
+  __device__ int64_t row(int i) const { return r0 + ty + 16 * i; }
+  __device__ int64_t col(int j) const { return c0 + tx + 16 * j; }
+};
+
+inline dim3 tile_grid(int64_t blocks, int64_t rows, int64_t cols) {
+  return dim3(static_cast<unsigned>(blocks), static_cast<unsigned>((rows + kTile - 1) / kTile),
+              static_cast<unsigned>((cols + kTile - 1) / kTile));
+}
+
+#define ZERO_ACC(acc)            \
+  A acc[4][4];                   \
+  for (int i_ = 0; i_ < 4; ++i_) \
+    for (int j_ = 0; j_ < 4; ++j_) acc[i_][j_] = A(0)
+
+// CB[t][s] = C_t.B_s for s <= t (0 above the diagonal and past the sequence):
+// rows t, columns s, k = n. Grid (B G nc, Q/64, Q/64).
+template <typename T, typename A>
+__global__ void __launch_bounds__(kTileThreads) cb_kernel(SsdParams p, Dims d, A* CB) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.G);
+  const T* Bp = static_cast<const T*>(p.B);
+  const T* Cp = static_cast<const T*>(p.C);
+  const T* Cc = Cp + w.b * p.C_bs + w.t0 * p.C_ls + w.g * p.C_gs;
+  const T* Bc = Bp + w.b * p.B_bs + w.t0 * p.B_ls + w.g * p.B_gs;
+  ZERO_ACC(acc);
+  if (w.c0 <= w.r0 + kTile - 1)  // a tile wholly above the diagonal stays 0
+    tile_mma<true, true>(
+        acc, sm, 0, d.N,
+        [&](int r, int64_t n) { const int64_t t = w.r0 + r; return t < w.len ? to_acc<A>(Cc[t * p.C_ls + n]) : A(0); },
+        [&](int64_t n, int c) { const int64_t s = w.c0 + c; return s < w.len ? to_acc<A>(Bc[s * p.B_ls + n]) : A(0); });
+  A* out = CB + blockIdx.x * d.Q * d.Q;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t t = w.row(i), s = w.col(j);
+      if (t < d.Q && s < d.Q) out[t * d.Q + s] = (s <= t && t < w.len) ? acc[i][j] : A(0);
+    }
+}
+
+// Hst[c][n][p] = sum_s e^(cs_last - cs_s) dt_s B_s[n] x_s[p] (this chunk's own
+// state): rows n, columns p, k = s. Grid (B H nc, N/64, P/64).
+template <typename T, typename A>
+__global__ void __launch_bounds__(kTileThreads) chunk_state(SsdParams p, Dims d, const A* dte, const A* cs, A* Hst) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  const T* xc = static_cast<const T*>(p.x) + w.b * p.x_bs + w.t0 * p.x_ls + w.h * p.x_hs;
+  const T* Bc = static_cast<const T*>(p.B) + w.b * p.B_bs + w.t0 * p.B_ls + w.g * p.B_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dtc = dte + w.bh * d.L + w.t0;
+  const A last = csc[w.len - 1];
+  ZERO_ACC(acc);
+  tile_mma<false, false>(
+      acc, sm, 0, w.len,
+      [&](int r, int64_t s) {
+        const int64_t n = w.r0 + r;
+        return n < d.N ? to_acc<A>(Bc[s * p.B_ls + n]) * exp(last - csc[s]) * dtc[s] : A(0);
+      },
+      [&](int64_t s, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? to_acc<A>(xc[s * p.x_ls + pp]) : A(0); });
+  A* out = Hst + (w.bh * (d.nc + 1) + w.c) * d.N * d.P;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = w.row(i), pp = w.col(j);
+      if (n < d.N && pp < d.P) out[n * d.P + pp] = acc[i][j];
+    }
 }
 
 // In place: chunk states -> states at chunk starts; slot nc = final state.
@@ -139,54 +233,67 @@ __global__ void state_pass(SsdParams p, Dims d, const A* cs, A* Hst) {
   }
 }
 
+// y_t = sum_{s<=t} C_t.B_s e^(cs_t - cs_s) dt_s x_s + e^cs_t C_t H_start + D x_t,
+// then the gate: rows t, columns p; k = s, then k = n. Grid (B H nc, Q/64, P/64).
 template <typename T, typename A>
-__global__ void chunk_out(SsdParams p, Dims d, const A* dte, const A* cs, const A* CB, const A* Hst) {
-  const T* x = static_cast<const T*>(p.x);
-  const T* Cp = static_cast<const T*>(p.C);
+__global__ void __launch_bounds__(kTileThreads) chunk_out(SsdParams p, Dims d, const A* dte, const A* cs, const A* CB,
+                                                          const A* Hst) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  if (w.r0 >= w.len) return;  // past the sequence's end: no outputs
+  const T* xc = static_cast<const T*>(p.x) + w.b * p.x_bs + w.t0 * p.x_ls + w.h * p.x_hs;
+  const T* Cc = static_cast<const T*>(p.C) + w.b * p.C_bs + w.t0 * p.C_ls + w.g * p.C_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dtc = dte + w.bh * d.L + w.t0;
+  const A* cb = CB + ((w.b * d.G + w.g) * d.nc + w.c) * d.Q * d.Q;
+  const A* hs = Hst + (w.bh * (d.nc + 1) + w.c) * d.N * d.P;
+  ZERO_ACC(acc);
+  tile_mma<true, false>(
+      acc, sm, 0, min(w.len, w.r0 + kTile),
+      [&](int r, int64_t s) {
+        const int64_t t = w.r0 + r;
+        return t < w.len && s <= t ? cb[t * d.Q + s] * exp(csc[t] - csc[s]) * dtc[s] : A(0);
+      },
+      [&](int64_t s, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? to_acc<A>(xc[s * p.x_ls + pp]) : A(0); });
+  tile_mma<true, false>(
+      acc, sm, 0, d.N,
+      [&](int r, int64_t n) {
+        const int64_t t = w.r0 + r;
+        return t < w.len ? to_acc<A>(Cc[t * p.C_ls + n]) * exp(csc[t]) : A(0);
+      },
+      [&](int64_t n, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? hs[n * d.P + pp] : A(0); });
   const T* z = static_cast<const T*>(p.z);
   const A* D = static_cast<const A*>(p.D);
   T* y = static_cast<T*>(p.y);
   T* ypre = static_cast<T*>(p.y_pregate);
-  GRID_STRIDE(i, d.Bn * d.L * d.H * d.P) {
-    const int64_t pp = i % d.P, h = (i / d.P) % d.H, l = (i / (d.P * d.H)) % d.L, b = i / (d.P * d.H * d.L);
-    const int64_t bh = b * d.H + h, g = h / d.hpg, c = l / d.Q, t = l % d.Q, t0 = c * d.Q;
-    const T* xb = x + b * p.x_bs + h * p.x_hs + pp;
-    A out = 0;
-    if (!p.mask || p.mask[b * d.L + l]) {
-      const A cst = cs[bh * d.L + l];
-      const A* cb = CB + (((b * d.G + g) * d.nc + c) * d.Q + t) * d.Q;
-      A acc = 0;
-      for (int64_t s = 0; s <= t; ++s) {
-        const int64_t ls = t0 + s;
-        acc += cb[s] * exp(cst - cs[bh * d.L + ls]) * dte[bh * d.L + ls] * to_acc<A>(xb[ls * p.x_ls]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t t = w.row(i), pp = w.col(j), l = w.t0 + t;
+      if (t >= w.len || pp >= d.P) continue;
+      const int64_t o = ((w.b * d.L + l) * d.H + w.h) * d.P + pp;
+      A out = 0;
+      if (!p.mask || p.mask[w.b * d.L + l]) out = acc[i][j] + (D ? D[w.h] : A(0)) * to_acc<A>(xc[t * p.x_ls + pp]);
+      if (ypre) ypre[o] = from_acc<T>(out);
+      if (z) {
+        const A zv = to_acc<A>(z[w.b * p.z_bs + l * p.z_ls + w.h * p.z_hs + pp]);
+        out *= zv * sigmoid(zv);
       }
-      const T* cr = Cp + b * p.C_bs + l * p.C_ls + g * p.C_gs;
-      const A* hs = Hst + (bh * (d.nc + 1) + c) * d.N * d.P + pp;
-      A off = 0;
-      for (int64_t n = 0; n < d.N; ++n) off += to_acc<A>(cr[n]) * hs[n * d.P];
-      out = acc + exp(cst) * off + (D ? D[h] : A(0)) * to_acc<A>(xb[l * p.x_ls]);
+      y[o] = from_acc<T>(out);
     }
-    if (ypre) ypre[i] = from_acc<T>(out);
-    if (z) {
-      const A zv = to_acc<A>(z[b * p.z_bs + l * p.z_ls + h * p.z_hs + pp]);
-      out *= zv * sigmoid(zv);
-    }
-    y[i] = from_acc<T>(out);
-  }
 }
 
 template <typename T, typename A>
 void forward_all(const SsdParams& p, const Dims& d, const FwdWs<A>& w, cudaStream_t st, bool outputs) {
   dt_cumsum<T, A><<<blocks_for(d.Bn * d.H * d.nc, kThreads), kThreads, 0, st>>>(p, d, w.dte, w.cs);
   MAMBAMT_CUDA_LAUNCH_CHECK("ssd dt_cumsum");
-  cb_kernel<T, A><<<blocks_for(d.Bn * d.G * d.nc * d.Q * d.Q, kThreads), kThreads, 0, st>>>(p, d, w.CB);
+  cb_kernel<T, A><<<tile_grid(d.Bn * d.G * d.nc, d.Q, d.Q), kTileThreads, 0, st>>>(p, d, w.CB);
   MAMBAMT_CUDA_LAUNCH_CHECK("ssd cb");
-  chunk_state<T, A><<<blocks_for(d.Bn * d.H * d.nc * d.N * d.P, kThreads), kThreads, 0, st>>>(p, d, w.dte, w.cs, w.Hst);
+  chunk_state<T, A><<<tile_grid(d.Bn * d.H * d.nc, d.N, d.P), kTileThreads, 0, st>>>(p, d, w.dte, w.cs, w.Hst);
   MAMBAMT_CUDA_LAUNCH_CHECK("ssd chunk_state");
   state_pass<A><<<blocks_for(d.Bn * d.H * d.N * d.P, kThreads), kThreads, 0, st>>>(p, d, w.cs, w.Hst);
   MAMBAMT_CUDA_LAUNCH_CHECK("ssd state_pass");
   if (!outputs) return;
-  chunk_out<T, A><<<blocks_for(d.Bn * d.L * d.H * d.P, kThreads), kThreads, 0, st>>>(p, d, w.dte, w.cs, w.CB, w.Hst);
+  chunk_out<T, A><<<tile_grid(d.Bn * d.H * d.nc, d.Q, d.P), kTileThreads, 0, st>>>(p, d, w.dte, w.cs, w.CB, w.Hst);
   MAMBAMT_CUDA_LAUNCH_CHECK("ssd chunk_out");
 }
 
@@ -230,20 +337,31 @@ __global__ void gate_bwd(SsdBwdParams p, Dims d, A* dY) {
   }
 }
 
-// dHend[c] first holds this chunk's own contribution sum_t e^cs_t C_t dY_t^T.
+// dHend[c][n][p] first holds this chunk's own contribution
+// sum_t e^cs_t C_t[n] dY_t[p]: rows n, columns p, k = t. Grid (B H nc, N/64, P/64).
 template <typename T, typename A>
-__global__ void chunk_dstate(SsdBwdParams p, Dims d, const A* cs, const A* dY, A* dHend) {
-  const T* Cp = static_cast<const T*>(p.C);
-  GRID_STRIDE(i, d.Bn * d.H * d.nc * d.N * d.P) {
-    const int64_t pp = i % d.P, n = (i / d.P) % d.N, c = (i / (d.P * d.N)) % d.nc;
-    const int64_t bh = i / (d.P * d.N * d.nc), b = bh / d.H, h = bh % d.H, g = h / d.hpg;
-    const int64_t t0 = c * d.Q, t1 = min(d.L, t0 + d.Q);
-    A acc = 0;
-    for (int64_t l = t0; l < t1; ++l)
-      acc += exp(cs[bh * d.L + l]) * to_acc<A>(Cp[b * p.C_bs + l * p.C_ls + g * p.C_gs + n]) *
-             dY[((b * d.L + l) * d.H + h) * d.P + pp];
-    dHend[i] = acc;
-  }
+__global__ void __launch_bounds__(kTileThreads) chunk_dstate(SsdBwdParams p, Dims d, const A* cs, const A* dY,
+                                                             A* dHend) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  const T* Cc = static_cast<const T*>(p.C) + w.b * p.C_bs + w.t0 * p.C_ls + w.g * p.C_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dyc = dY + ((w.b * d.L + w.t0) * d.H + w.h) * d.P;  // position t at dyc[t * H * P]
+  const int64_t dy_ls = d.H * d.P;
+  ZERO_ACC(acc);
+  tile_mma<false, false>(
+      acc, sm, 0, w.len,
+      [&](int r, int64_t t) {
+        const int64_t n = w.r0 + r;
+        return n < d.N ? to_acc<A>(Cc[t * p.C_ls + n]) * exp(csc[t]) : A(0);
+      },
+      [&](int64_t t, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? dyc[t * dy_ls + pp] : A(0); });
+  A* out = dHend + (w.bh * d.nc + w.c) * d.N * d.P;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = w.row(i), pp = w.col(j);
+      if (n < d.N && pp < d.P) out[n * d.P + pp] = acc[i][j];
+    }
 }
 
 // In place, in reverse: contributions -> state gradients at chunk ends.
@@ -265,110 +383,197 @@ __global__ void dstate_pass(SsdBwdParams p, Dims d, const A* cs, A* dHend) {
   }
 }
 
-// S[t][s] = dY_t.u_s, and the intra-chunk part of dcs.
+// S[t][s] = dt_s dY_t.x_s (s <= t), and the intra-chunk part of dcs:
+// rows t, columns s, k = p. Grid (B H nc, Q/64, Q/64).
 template <typename T, typename A>
-__global__ void dots(SsdBwdParams p, Dims d, const A* dte, const A* cs, const A* CB, const A* dY, A* S, A* dcs) {
-  const T* x = static_cast<const T*>(p.x);
-  GRID_STRIDE(i, d.Bn * d.H * d.nc * d.Q * d.Q) {
-    const int64_t s = i % d.Q, t = (i / d.Q) % d.Q, c = (i / (d.Q * d.Q)) % d.nc;
-    const int64_t bh = i / (d.Q * d.Q * d.nc), b = bh / d.H, h = bh % d.H, g = h / d.hpg;
-    const int64_t lt = c * d.Q + t, ls = c * d.Q + s;
-    A acc = 0;
-    if (s <= t && lt < d.L) {
-      const A* dy = dY + ((b * d.L + lt) * d.H + h) * d.P;
-      const T* xs = x + b * p.x_bs + ls * p.x_ls + h * p.x_hs;
-      for (int64_t pp = 0; pp < d.P; ++pp) acc += dy[pp] * to_acc<A>(xs[pp]);
-      acc *= dte[bh * d.L + ls];
-      if (s < t) {
-        const A W = exp(cs[bh * d.L + lt] - cs[bh * d.L + ls]) * CB[(((b * d.G + g) * d.nc + c) * d.Q + t) * d.Q + s] * acc;
-        atomicAdd(&dcs[bh * d.L + lt], W);
-        atomicAdd(&dcs[bh * d.L + ls], -W);
+__global__ void __launch_bounds__(kTileThreads) dots(SsdBwdParams p, Dims d, const A* dte, const A* cs, const A* CB,
+                                                     const A* dY, A* S, A* dcs) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  const T* xc = static_cast<const T*>(p.x) + w.b * p.x_bs + w.t0 * p.x_ls + w.h * p.x_hs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dtc = dte + w.bh * d.L + w.t0;
+  const A* dyc = dY + ((w.b * d.L + w.t0) * d.H + w.h) * d.P;
+  const int64_t dy_ls = d.H * d.P;
+  const A* cb = CB + ((w.b * d.G + w.g) * d.nc + w.c) * d.Q * d.Q;
+  ZERO_ACC(acc);
+  if (w.c0 <= w.r0 + kTile - 1)
+    tile_mma<true, true>(
+        acc, sm, 0, d.P,
+        [&](int r, int64_t pp) { const int64_t t = w.r0 + r; return t < w.len ? dyc[t * dy_ls + pp] : A(0); },
+        [&](int64_t pp, int c) {
+          const int64_t s = w.c0 + c;
+          return s < w.len ? to_acc<A>(xc[s * p.x_ls + pp]) : A(0);
+        });
+  A* out = S + (w.bh * d.nc + w.c) * d.Q * d.Q;
+  A rows[4] = {0, 0, 0, 0}, cols[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t t = w.row(i), s = w.col(j);
+      if (t >= d.Q || s >= d.Q) continue;
+      const A v = (s <= t && t < w.len) ? acc[i][j] * dtc[s] : A(0);
+      out[t * d.Q + s] = v;
+      if (s < t && t < w.len) {
+        const A W = exp(csc[t] - csc[s]) * cb[t * d.Q + s] * v;
+        rows[i] += W;
+        cols[j] -= W;
       }
     }
-    S[i] = acc;
-  }
+  for (int i = 0; i < 4; ++i)
+    if (w.row(i) < w.len && rows[i] != A(0)) atomicAdd(&dcs[w.bh * d.L + w.t0 + w.row(i)], rows[i]);
+  for (int j = 0; j < 4; ++j)
+    if (w.col(j) < w.len && cols[j] != A(0)) atomicAdd(&dcs[w.bh * d.L + w.t0 + w.col(j)], cols[j]);
 }
 
-// du_s, then dx = dt du + D dY and x.du into ddte.
+// du_s = sum_{t>=s} e^(cs_t - cs_s) CB[t][s] dY_t + e^(cs_last - cs_s) B_s.dHend,
+// then dx = dt du + D dY and x.du into ddte: rows s, columns p; k = t, then
+// k = n. Grid (B H nc, Q/64, P/64).
 template <typename T, typename A>
-__global__ void du_kernel(SsdBwdParams p, Dims d, const A* dte, const A* cs, const A* CB, const A* dY,
-                          const A* dHend, A* ddte) {
-  const T* x = static_cast<const T*>(p.x);
-  const T* Bp = static_cast<const T*>(p.B);
+__global__ void __launch_bounds__(kTileThreads) du_kernel(SsdBwdParams p, Dims d, const A* dte, const A* cs,
+                                                          const A* CB, const A* dY, const A* dHend, A* ddte) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  if (w.r0 >= w.len) return;
+  const T* xc = static_cast<const T*>(p.x) + w.b * p.x_bs + w.t0 * p.x_ls + w.h * p.x_hs;
+  const T* Bc = static_cast<const T*>(p.B) + w.b * p.B_bs + w.t0 * p.B_ls + w.g * p.B_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dtc = dte + w.bh * d.L + w.t0;
+  const A* dyc = dY + ((w.b * d.L + w.t0) * d.H + w.h) * d.P;
+  const int64_t dy_ls = d.H * d.P;
+  const A* cb = CB + ((w.b * d.G + w.g) * d.nc + w.c) * d.Q * d.Q;
+  const A* dh = dHend + (w.bh * d.nc + w.c) * d.N * d.P;
+  const A last = csc[w.len - 1];
+  ZERO_ACC(acc);
+  tile_mma<false, false>(
+      acc, sm, w.r0, w.len,
+      [&](int r, int64_t t) {
+        const int64_t s = w.r0 + r;
+        return s < w.len && t >= s ? exp(csc[t] - csc[s]) * cb[t * d.Q + s] : A(0);
+      },
+      [&](int64_t t, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? dyc[t * dy_ls + pp] : A(0); });
+  tile_mma<true, false>(
+      acc, sm, 0, d.N,
+      [&](int r, int64_t n) {
+        const int64_t s = w.r0 + r;
+        return s < w.len ? to_acc<A>(Bc[s * p.B_ls + n]) * exp(last - csc[s]) : A(0);
+      },
+      [&](int64_t n, int c) { const int64_t pp = w.c0 + c; return pp < d.P ? dh[n * d.P + pp] : A(0); });
   const A* D = static_cast<const A*>(p.D);
   T* dx = static_cast<T*>(p.dx);
-  GRID_STRIDE(i, d.Bn * d.L * d.H * d.P) {
-    const int64_t pp = i % d.P, h = (i / d.P) % d.H, l = (i / (d.P * d.H)) % d.L, b = i / (d.P * d.H * d.L);
-    const int64_t bh = b * d.H + h, g = h / d.hpg, c = l / d.Q, s = l % d.Q, t0 = c * d.Q;
-    const int64_t t1 = min(d.L, t0 + d.Q);
-    const A css = cs[bh * d.L + l];
-    A du = 0;
-    for (int64_t lt = l; lt < t1; ++lt) {
-      const A m = exp(cs[bh * d.L + lt] - css) * CB[(((b * d.G + g) * d.nc + c) * d.Q + (lt - t0)) * d.Q + s];
-      du += m * dY[((b * d.L + lt) * d.H + h) * d.P + pp];
+  for (int i = 0; i < 4; ++i) {
+    const int64_t s = w.row(i);
+    if (s >= w.len) continue;
+    A xdu = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t pp = w.col(j);
+      if (pp >= d.P) continue;
+      const A du = acc[i][j];
+      const int64_t o = ((w.b * d.L + w.t0 + s) * d.H + w.h) * d.P + pp;
+      dx[o] = from_acc<T>(dtc[s] * du + (D ? D[w.h] : A(0)) * dY[o]);
+      xdu += to_acc<A>(xc[s * p.x_ls + pp]) * du;
     }
-    const T* br = Bp + b * p.B_bs + l * p.B_ls + g * p.B_gs;
-    const A* dh = dHend + (bh * d.nc + c) * d.N * d.P + pp;
-    A st = 0;
-    for (int64_t n = 0; n < d.N; ++n) st += to_acc<A>(br[n]) * dh[n * d.P];
-    du += exp(cs[bh * d.L + t1 - 1] - css) * st;
-    const A xv = to_acc<A>(x[b * p.x_bs + l * p.x_ls + h * p.x_hs + pp]);
-    dx[i] = from_acc<T>(dte[bh * d.L + l] * du + (D ? D[h] : A(0)) * dY[i]);
-    atomicAdd(&ddte[bh * d.L + l], xv * du);
+    atomicAdd(&ddte[w.bh * d.L + w.t0 + s], xdu);
   }
 }
 
-// dC_t (summed over heads) and its dcs term.
+// dC_t (summed over heads: atomics) = e^cs_t Hstart.dY_t + sum_{s<=t} e^(cs_t - cs_s)
+// S[t][s] B_s, and C_t.(its first term) into dcs: rows t, columns n; k = p,
+// then k = s. Grid (B H nc, Q/64, N/64).
 template <typename T, typename A>
-__global__ void dc_kernel(SsdBwdParams p, Dims d, const A* dte, const A* cs, const A* S, const A* dY,
-                          const A* Hst, A* dcs) {
-  const T* Bp = static_cast<const T*>(p.B);
-  const T* Cp = static_cast<const T*>(p.C);
+__global__ void __launch_bounds__(kTileThreads) dc_kernel(SsdBwdParams p, Dims d, const A* cs, const A* S,
+                                                          const A* dY, const A* Hst, A* dcs) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  if (w.r0 >= w.len) return;
+  const T* Bc = static_cast<const T*>(p.B) + w.b * p.B_bs + w.t0 * p.B_ls + w.g * p.B_gs;
+  const T* Cc = static_cast<const T*>(p.C) + w.b * p.C_bs + w.t0 * p.C_ls + w.g * p.C_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dyc = dY + ((w.b * d.L + w.t0) * d.H + w.h) * d.P;
+  const int64_t dy_ls = d.H * d.P;
+  const A* hs = Hst + (w.bh * (d.nc + 1) + w.c) * d.N * d.P;
+  const A* sc = S + (w.bh * d.nc + w.c) * d.Q * d.Q;
+  ZERO_ACC(acc);
+  tile_mma<true, true>(
+      acc, sm, 0, d.P,
+      [&](int r, int64_t pp) { const int64_t t = w.r0 + r; return t < w.len ? dyc[t * dy_ls + pp] : A(0); },
+      [&](int64_t pp, int c) { const int64_t n = w.c0 + c; return n < d.N ? hs[n * d.P + pp] : A(0); });
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = w.row(i);
+    if (t >= w.len) continue;
+    const A e = exp(csc[t]);
+    A part = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = w.col(j);
+      acc[i][j] *= e;
+      if (n < d.N) part += to_acc<A>(Cc[t * p.C_ls + n]) * acc[i][j];
+    }
+    atomicAdd(&dcs[w.bh * d.L + w.t0 + t], part);
+  }
+  tile_mma<true, false>(
+      acc, sm, 0, min(w.len, w.r0 + kTile),
+      [&](int r, int64_t s) {
+        const int64_t t = w.r0 + r;
+        return t < w.len && s <= t ? exp(csc[t] - csc[s]) * sc[t * d.Q + s] : A(0);
+      },
+      [&](int64_t s, int c) { const int64_t n = w.c0 + c; return n < d.N ? to_acc<A>(Bc[s * p.B_ls + n]) : A(0); });
   A* dC = static_cast<A*>(p.dC);
-  GRID_STRIDE(i, d.Bn * d.H * d.L * d.N) {
-    const int64_t n = i % d.N, l = (i / d.N) % d.L, bh = i / (d.N * d.L), b = bh / d.H, h = bh % d.H;
-    const int64_t g = h / d.hpg, c = l / d.Q, t = l % d.Q, t0 = c * d.Q;
-    const A* dy = dY + ((b * d.L + l) * d.H + h) * d.P;
-    const A* hs = Hst + ((bh * (d.nc + 1) + c) * d.N + n) * d.P;
-    A st = 0;
-    for (int64_t pp = 0; pp < d.P; ++pp) st += hs[pp] * dy[pp];
-    st *= exp(cs[bh * d.L + l]);
-    A intra = 0;
-    const A* srow = S + ((bh * d.nc + c) * d.Q + t) * d.Q;
-    for (int64_t s = 0; s <= t; ++s) {
-      const int64_t ls = t0 + s;
-      intra += exp(cs[bh * d.L + l] - cs[bh * d.L + ls]) * srow[s] *
-               to_acc<A>(Bp[b * p.B_bs + ls * p.B_ls + g * p.B_gs + n]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t t = w.row(i), n = w.col(j);
+      if (t < w.len && n < d.N) atomicAdd(&dC[((w.b * d.L + w.t0 + t) * d.G + w.g) * d.N + n], acc[i][j]);
     }
-    atomicAdd(&dC[((b * d.L + l) * d.G + g) * d.N + n], st + intra);
-    atomicAdd(&dcs[bh * d.L + l], to_acc<A>(Cp[b * p.C_bs + l * p.C_ls + g * p.C_gs + n]) * st);
-  }
 }
 
-// dB_s (summed over heads) and its dcs term.
+// dB_s (summed over heads: atomics) = e^(cs_last - cs_s) dt_s dHend.x_s +
+// sum_{t>=s} e^(cs_t - cs_s) S[t][s] C_t, and -B_s.(its first term) into dcs:
+// rows s, columns n; k = p, then k = t. Grid (B H nc, Q/64, N/64).
 template <typename T, typename A>
-__global__ void db_kernel(SsdBwdParams p, Dims d, const A* dte, const A* cs, const A* S, const A* dHend,
-                          A* dcs) {
-  const T* x = static_cast<const T*>(p.x);
-  const T* Bp = static_cast<const T*>(p.B);
-  const T* Cp = static_cast<const T*>(p.C);
-  A* dB = static_cast<A*>(p.dB);
-  GRID_STRIDE(i, d.Bn * d.H * d.L * d.N) {
-    const int64_t n = i % d.N, l = (i / d.N) % d.L, bh = i / (d.N * d.L), b = bh / d.H, h = bh % d.H;
-    const int64_t g = h / d.hpg, c = l / d.Q, s = l % d.Q, t0 = c * d.Q, t1 = min(d.L, t0 + d.Q);
-    const T* xs = x + b * p.x_bs + l * p.x_ls + h * p.x_hs;
-    const A* dh = dHend + ((bh * d.nc + c) * d.N + n) * d.P;
-    A st = 0;
-    for (int64_t pp = 0; pp < d.P; ++pp) st += dh[pp] * to_acc<A>(xs[pp]);
-    const A css = cs[bh * d.L + l];
-    st *= exp(cs[bh * d.L + t1 - 1] - css) * dte[bh * d.L + l];
-    A intra = 0;
-    for (int64_t lt = l; lt < t1; ++lt)
-      intra += exp(cs[bh * d.L + lt] - css) * S[((bh * d.nc + c) * d.Q + (lt - t0)) * d.Q + s] *
-               to_acc<A>(Cp[b * p.C_bs + lt * p.C_ls + g * p.C_gs + n]);
-    atomicAdd(&dB[((b * d.L + l) * d.G + g) * d.N + n], st + intra);
-    atomicAdd(&dcs[bh * d.L + l], -to_acc<A>(Bp[b * p.B_bs + l * p.B_ls + g * p.B_gs + n]) * st);
+__global__ void __launch_bounds__(kTileThreads) db_kernel(SsdBwdParams p, Dims d, const A* dte, const A* cs,
+                                                          const A* S, const A* dHend, A* dcs) {
+  __shared__ TileSmem<A> sm;
+  const ChunkTile w(d, d.H);
+  if (w.r0 >= w.len) return;
+  const T* xc = static_cast<const T*>(p.x) + w.b * p.x_bs + w.t0 * p.x_ls + w.h * p.x_hs;
+  const T* Bc = static_cast<const T*>(p.B) + w.b * p.B_bs + w.t0 * p.B_ls + w.g * p.B_gs;
+  const T* Cc = static_cast<const T*>(p.C) + w.b * p.C_bs + w.t0 * p.C_ls + w.g * p.C_gs;
+  const A* csc = cs + w.bh * d.L + w.t0;
+  const A* dtc = dte + w.bh * d.L + w.t0;
+  const A* dh = dHend + (w.bh * d.nc + w.c) * d.N * d.P;
+  const A* sc = S + (w.bh * d.nc + w.c) * d.Q * d.Q;
+  const A last = csc[w.len - 1];
+  ZERO_ACC(acc);
+  tile_mma<true, true>(
+      acc, sm, 0, d.P,
+      [&](int r, int64_t pp) {
+        const int64_t s = w.r0 + r;
+        return s < w.len ? to_acc<A>(xc[s * p.x_ls + pp]) : A(0);
+      },
+      [&](int64_t pp, int c) { const int64_t n = w.c0 + c; return n < d.N ? dh[n * d.P + pp] : A(0); });
+  for (int i = 0; i < 4; ++i) {
+    const int64_t s = w.row(i);
+    if (s >= w.len) continue;
+    const A e = exp(last - csc[s]) * dtc[s];
+    A part = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = w.col(j);
+      acc[i][j] *= e;
+      if (n < d.N) part -= to_acc<A>(Bc[s * p.B_ls + n]) * acc[i][j];
+    }
+    atomicAdd(&dcs[w.bh * d.L + w.t0 + s], part);
   }
+  tile_mma<false, false>(
+      acc, sm, w.r0, w.len,
+      [&](int r, int64_t t) {
+        const int64_t s = w.r0 + r;
+        return s < w.len && t >= s ? exp(csc[t] - csc[s]) * sc[t * d.Q + s] : A(0);
+      },
+      [&](int64_t t, int c) { const int64_t n = w.c0 + c; return n < d.N ? to_acc<A>(Cc[t * p.C_ls + n]) : A(0); });
+  A* dB = static_cast<A*>(p.dB);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t s = w.row(i), n = w.col(j);
+      if (s < w.len && n < d.N) atomicAdd(&dB[((w.b * d.L + w.t0 + s) * d.G + w.g) * d.N + n], acc[i][j]);
+    }
 }
 
 // <dH_end, H_end> of every chunk into dcs at its last position: one block per
@@ -534,21 +739,20 @@ void ssd_backward_launch(const SsdBwdParams& p, void* workspace, void* stream) {
     const auto n_out = d.Bn * d.L * d.H * d.P;
     gate_bwd<T, A><<<blocks_for(n_out, kThreads), kThreads, 0, st>>>(p, d, bw.dY);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd gate_bwd");
-    const auto n_state = d.Bn * d.H * d.nc * d.N * d.P;
-    chunk_dstate<T, A><<<blocks_for(n_state, kThreads), kThreads, 0, st>>>(p, d, fw.cs, bw.dY, bw.dHend);
+    const int64_t chunks = d.Bn * d.H * d.nc;
+    chunk_dstate<T, A><<<tile_grid(chunks, d.N, d.P), kTileThreads, 0, st>>>(p, d, fw.cs, bw.dY, bw.dHend);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd chunk_dstate");
     dstate_pass<A><<<blocks_for(d.Bn * d.H * d.N * d.P, kThreads), kThreads, 0, st>>>(p, d, fw.cs, bw.dHend);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd dstate_pass");
-    dots<T, A><<<blocks_for(d.Bn * d.H * d.nc * d.Q * d.Q, kThreads), kThreads, 0, st>>>(
+    dots<T, A><<<tile_grid(chunks, d.Q, d.Q), kTileThreads, 0, st>>>(
         p, d, fw.dte, fw.cs, fw.CB, bw.dY, bw.S, bw.dcs);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd dots");
-    du_kernel<T, A><<<blocks_for(n_out, kThreads), kThreads, 0, st>>>(p, d, fw.dte, fw.cs, fw.CB, bw.dY,
-                                                                        bw.dHend, bw.ddte);
+    du_kernel<T, A><<<tile_grid(chunks, d.Q, d.P), kTileThreads, 0, st>>>(p, d, fw.dte, fw.cs, fw.CB, bw.dY,
+                                                                            bw.dHend, bw.ddte);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd du");
-    const auto n_bc = d.Bn * d.H * d.L * d.N;
-    dc_kernel<T, A><<<blocks_for(n_bc, kThreads), kThreads, 0, st>>>(p, d, fw.dte, fw.cs, bw.S, bw.dY, fw.Hst, bw.dcs);
+    dc_kernel<T, A><<<tile_grid(chunks, d.Q, d.N), kTileThreads, 0, st>>>(p, d, fw.cs, bw.S, bw.dY, fw.Hst, bw.dcs);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd dC");
-    db_kernel<T, A><<<blocks_for(n_bc, kThreads), kThreads, 0, st>>>(p, d, fw.dte, fw.cs, bw.S, bw.dHend, bw.dcs);
+    db_kernel<T, A><<<tile_grid(chunks, d.Q, d.N), kTileThreads, 0, st>>>(p, d, fw.dte, fw.cs, bw.S, bw.dHend, bw.dcs);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd dB");
     hend_dot<A><<<static_cast<unsigned>(d.Bn * d.H * d.nc), kThreads, 0, st>>>(d, bw.dHend, fw.Hst, bw.dcs);
     MAMBAMT_CUDA_LAUNCH_CHECK("ssd hend_dot");
