@@ -102,6 +102,17 @@ std::string set_aside_unreadable(const std::string& path) {
   return aside;
 }
 
+FileIdentity file_identity(const struct stat& st) {
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec), static_cast<int64_t>(st.st_mtim.tv_nsec)};
+}
+
+std::optional<FileIdentity> file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return file_identity(st);
+}
+
 void make_dirs(const std::string& path) {
   std::error_code ec;
   fs::create_directories(path, ec);

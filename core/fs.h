@@ -2,8 +2,12 @@
 // Filesystem helpers for crash safety: a file is written under a temporary
 // name in the same directory, synced, and renamed over the real name, so a
 // crash leaves either the old or the new file, never a broken one.
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace mambamt::core {
@@ -41,6 +45,22 @@ void require_run_directory(const std::string& dir);
 // (another process repairing the same file beside this one moved it).
 // Throws InputError naming both if the rename fails otherwise.
 std::string set_aside_unreadable(const std::string& path);
+
+// A file as stat saw it. Equal identities mean the same file, unchanged as far
+// as a reader can tell: a writer that replaced or rewrote it changed the
+// device or inode, the size or the modification time.
+struct FileIdentity {
+  uint64_t dev = 0, ino = 0;
+  int64_t size = -1;
+  int64_t mtime_sec = 0, mtime_nsec = 0;
+  bool operator==(const FileIdentity& o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_sec == o.mtime_sec && mtime_nsec == o.mtime_nsec;
+  }
+  bool operator!=(const FileIdentity& o) const { return !(*this == o); }
+};
+FileIdentity file_identity(const struct stat& st);
+// The identity of the file at `path` (following links); nullopt when it cannot be stat'ed.
+std::optional<FileIdentity> file_identity(const std::string& path);
 
 // Creates a directory and its parents (no error if it exists).
 void make_dirs(const std::string& path);

@@ -755,35 +755,20 @@ void copy_attributes(hid_t src, hid_t dst, const std::string& path, uint64_t byt
   }
 }
 
-struct Identity {
-  dev_t dev;
-  ino_t ino;
-  off_t size;
-  struct timespec mtime;
-  mode_t mode;
-};
-
-Identity identity(const struct stat& s) { return {s.st_dev, s.st_ino, s.st_size, s.st_mtim, s.st_mode}; }
-
-bool same(const Identity& a, const Identity& b) {
-  return a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime.tv_sec == b.mtime.tv_sec &&
-         a.mtime.tv_nsec == b.mtime.tv_nsec;
-}
-
 }  // namespace
 
 void reseal(const std::string& path) {
   init();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw InputError(path + ": cannot stat: " + std::strerror(errno));
-  const Identity before = identity(st);
+  const FileIdentity before = file_identity(st);
   const std::string changed =
       path + ": changed while it was copied (a writer replaced it): left as that writer left it";
   replace_file_atomic(path, [&](const std::string& tmp) {
     {
       Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
       if (!src) throw InputError(path + ": cannot open HDF5 file: " + last_error());
-      if (!same(identity(stat_opened(src.get(), path)), before)) throw Error(changed);
+      if (file_identity(stat_opened(src.get(), path)) != before) throw Error(changed);
       Handle src_root(H5Gopen2(src.get(), "/", H5P_DEFAULT));
       if (!src_root) throw InputError(path + ": cannot open the root group: " + last_error());
       File dst = File::create(tmp, /*truncate=*/true);
@@ -794,9 +779,8 @@ void reseal(const std::string& path) {
       }
       dst.close();  // seals it
     }
-    if (::chmod(tmp.c_str(), before.mode & 07777) != 0) throw Error(tmp + ": cannot chmod: " + std::strerror(errno));
-    struct stat now {};
-    if (::stat(path.c_str(), &now) != 0 || !same(identity(now), before)) throw Error(changed);
+    if (::chmod(tmp.c_str(), st.st_mode & 07777) != 0) throw Error(tmp + ": cannot chmod: " + std::strerror(errno));
+    if (file_identity(path) != before) throw Error(changed);
   });
 }
 

@@ -256,24 +256,6 @@ void read_in_child(const std::string& path) {
   }
 }
 
-// The file at a path, as it was when a child read it.
-struct FileIdentity {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  off_t size = -1;
-  struct timespec mtime {};
-  bool operator==(const FileIdentity& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
-           mtime.tv_nsec == o.mtime.tv_nsec;
-  }
-};
-
-std::optional<FileIdentity> identity_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_mtim};
-}
-
 // The child's timeout for reading an unsealed store (0: no child; `path`
 // has a seal, or reads in a child are off).
 double child_timeout_of(const std::string& path, const std::optional<FileIdentity>& id) {
@@ -291,7 +273,7 @@ void ExperimentStore::read_ahead(const std::vector<std::string>& paths) {
   std::vector<std::string> unsealed;
   std::vector<FileIdentity> ids;
   for (const auto& path : paths) {
-    const std::optional<FileIdentity> id = identity_of(path);
+    const std::optional<FileIdentity> id = file_identity(path);
     if (id && h5::File::is_hdf5(path) && child_timeout_of(path, id) > 0) {
       unsealed.push_back(path);
       ids.push_back(*id);
@@ -299,7 +281,7 @@ void ExperimentStore::read_ahead(const std::vector<std::string>& paths) {
   }
   if (unsealed.empty()) return;
   const std::vector<std::string> why = h5::in_children(unsealed, read_in_child, [](const std::string& path) {
-    const std::optional<FileIdentity> id = identity_of(path);
+    const std::optional<FileIdentity> id = file_identity(path);
     return h5::unsealed_read_child_timeout(id ? static_cast<uint64_t>(id->size) : 0);
   });
   std::lock_guard<std::mutex> lock(g_read_ahead_mutex);
@@ -309,7 +291,7 @@ void ExperimentStore::read_ahead(const std::vector<std::string>& paths) {
 StoreSnapshot ExperimentStore::read(const std::string& path) {
   if (!fs::exists(path)) throw InputError(path + ": no such store");
   if (!h5::File::is_hdf5(path)) throw InputError(path + ": not an HDF5 file");
-  const std::optional<FileIdentity> id = identity_of(path);
+  const std::optional<FileIdentity> id = file_identity(path);
   if (const double timeout = child_timeout_of(path, id); timeout > 0) {
     // Read once where a crash or a loop of HDF5 on a damaged file costs only
     // the child (read_ahead's child, when the file is as it found it).
