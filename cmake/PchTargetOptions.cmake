@@ -1,7 +1,7 @@
 # GCC uses a precompiled header only in files compiled with the target (-m)
 # options it was built with, and some of those follow the optimisation level:
-# GCC 13 on x86-64 turns -munroll-only-small-loops on at -O2 and off at -O1.
-# There the tests' -O1 files (MAMBAMT_TEST_CXX_FLAGS) rejected the -O2 LibTorch
+# GCC 13 on x86-64 turns -munroll-only-small-loops and -mvzeroupper on at -O2
+# and off at -O1. There the tests' -O1 files (MAMBAMT_TEST_CXX_FLAGS) rejected the -O2 LibTorch
 # header (-Winvalid-pch) and parsed <torch/torch.h> again, file by file.
 # mambamt_match_pch_target_options() asks the compiler which -m options differ
 # between the two sets of flags (-Q --help=target) and appends to

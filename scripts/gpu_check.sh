@@ -14,9 +14,10 @@
 # bench decode `--graphs --bf16` (as evaluation runs), `mambamt bench
 # train` (small preset), the demo sweep trained and evaluated on the GPU, and
 # one of its experiments evaluated again, eagerly and with
-# MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT/gpu_logs.tar.gz (what the device tool
-# brings back) or gpu-out/. On the H200 the build took ~100 s, the tests and bench decode
-# ~15 s, the demo sweep ~90 s.
+# MAMBAMT_CUDA_GRAPHS=1. Logs go to $OUT/gpu_logs.tar.gz (what the device
+# tool brings back) or gpu-out/. On an H200 the build took ~100 s, the tests
+# and both bench decode runs ~30 s, the demo sweep 120-160 s: the whole check
+# ~300 s.
 #   GPU_CHECK_SECONDS=540   stop starting stages after this many seconds
 #   BENCH_ARGS="..."        extra arguments of bench decode
 #   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
