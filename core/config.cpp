@@ -590,6 +590,11 @@ void validate(ExperimentConfig& c, const std::string& source) {
   if (m.kind == "decoder_only" && m.dec_plan.empty() && m.attention_ratio <= 0)
     fail_on({"model.attention_ratio", "model.kind"}, "model.attention_ratio = 0: kind decoder_only needs attention layers (use kind mamba for none)");
 
+  // (At its default it is what every canonical form writes: no error.)
+  if (m.init == "standard" && m.init_std != ModelConfig{}.init_std)
+    fail_on({"model.init_std"}, "model.init_std = " + format_double(m.init_std) +
+                                    ": the standard initialisation (model.init = \"standard\", the default) sets its own "
+                                    "scales; init_std is the deviation of model.init = \"normal\"");
   bool has_mamba = m.kind == "hybrid" || m.kind == "mamba" || m.kind == "decoder_only";
   if (m.kind != "rnnsearch" && m.d_model % m.n_heads != 0)
     fail_on({"model.n_heads", "model.d_model"}, "model.d_model = " + std::to_string(m.d_model) +
@@ -867,8 +872,8 @@ namespace {
 // an upgrade). Every field added from now on goes here: test_config pins the
 // ids of a default experiment and of the shipped configs.
 const std::set<std::string>& fields_hashed_when_set() {
-  static const std::set<std::string> fields = {"eval.gate_skip", "train.gate_penalty", "train.gate_penalty_warmup",
-                                               "eval.alignment", "eval.comet_model"};
+  static const std::set<std::string> fields = {"eval.gate_skip",  "train.gate_penalty", "train.gate_penalty_warmup",
+                                               "eval.alignment", "eval.comet_model",  "model.init"};
   return fields;
 }
 

@@ -47,7 +47,9 @@
   X(tie_embeddings, bool, true, any(), "Share source, target and output embeddings.") \
   X(norm_eps, double, 1e-5, range(1e-12, 1e-1), "RMSNorm epsilon.") \
   X(rope_base, double, 10000.0, range(1.0, 1e9), "RoPE base of attention layers.") \
-  X(init_std, double, 0.02, range(1e-6, 1.0), "Standard deviation of weight initialisation.")
+  X(init, std::string, "standard", one_of({"standard", "normal"}), \
+    "Weight initialisation: standard (as PyTorch's nn.Transformer and fairseq: Xavier-uniform weight matrices, zero biases, embeddings N(0, d_model^-1/2) looked up times sqrt(d_model); Mamba projections as mamba-ssm, U(+-1/sqrt(fan_in)), the output projection divided by sqrt of the stack's residual branches) or normal (N(0, init_std) for every weight matrix and embedding, no embedding scale: the scheme of runs made before this key existed, which learns much more slowly: docs/LEARNING.md).") \
+  X(init_std, double, 0.02, range(1e-6, 1.0), "Standard deviation of the weights with model.init = normal (an error with the standard scheme).")
 
 #define MAMBAMT_SYNTHETIC_FIELDS(X) \
   X(seed, int64_t, 1234, any(), "Generator seed (the corpus is a pure function of these fields).") \

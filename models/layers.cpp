@@ -10,7 +10,6 @@
 
 #include "kernels/norm.h"
 #include "models/detail/decode_cpu.h"
-#include "models/detail/init.h"
 #include "models/detail/linear.h"
 
 namespace mambamt::models {
@@ -125,9 +124,9 @@ MlpImpl::MlpImpl(const MlpOptions& o) : options(o) {
   if (o.kind() == "swiglu")
     gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_ff()).bias(false)));
   down = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(o.d_ff(), o.d_model()).bias(false)));
-  detail::init_linear(up, o.init_std());
-  if (gate) detail::init_linear(gate, o.init_std());
-  detail::init_linear(down, o.init_std());
+  init_linear(up, o.init());
+  if (gate) init_linear(gate, o.init());
+  init_linear(down, o.init());
 }
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
@@ -276,8 +275,8 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : options(o) {
               o.n_heads());
   qkv = register_module("qkv", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 3 * o.d_model()).bias(false)));
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
-  detail::init_linear(qkv, o.init_std());
-  detail::init_linear(out, o.init_std());
+  init_linear(qkv, o.init());
+  init_linear(out, o.init());
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x, const SeqInfo& info, LayerState* state) {
@@ -430,12 +429,18 @@ CrossAttentionImpl::CrossAttentionImpl(const CrossAttentionOptions& o) : options
   q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
   kv = register_module("kv", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 2 * o.d_model()).bias(false)));
   out = register_module("out", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
-  detail::init_linear(q, o.init_std());
-  detail::init_linear(kv, o.init_std());
-  detail::init_linear(out, o.init_std());
+  init_linear(q, o.init());
+  init_linear(kv, o.init());
+  init_linear(out, o.init());
   if (o.kind() == "gated") {
     gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 1)));
-    detail::init_linear(gate, o.init_std());  // bias 0: the gate starts half open
+    // The gate starts half open for every token: sigmoid(0) (the normal scheme:
+    // small weights, about half open).
+    init_linear(gate, o.init());
+    if (o.init().is_standard()) {
+      torch::NoGradGuard no_grad;
+      gate->weight.zero_();
+    }
   }
 }
 

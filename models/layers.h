@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "models/init.h"
 #include "models/mixer.h"
 #include "models/state.h"
 
@@ -50,8 +51,8 @@ struct MlpOptions {
   TORCH_ARG(int64_t, d_ff);
   // "swiglu": down(silu(gate(x)) * up(x)); "relu": down(relu(up(x))).
   TORCH_ARG(std::string, kind) = "swiglu";
-  // Standard deviation of the weights' normal initialisation.
-  TORCH_ARG(double, init_std) = 0.02;
+  // How the weights start (models/init.h).
+  TORCH_ARG(WeightInit, init) = WeightInit::standard();
 };
 
 class MlpImpl : public torch::nn::Module {
@@ -77,7 +78,7 @@ struct AttentionOptions {
   TORCH_ARG(double, rope_base) = 10000.0;
   // Dropout on the attention weights (training only).
   TORCH_ARG(double, attn_dropout) = 0.0;
-  TORCH_ARG(double, init_std) = 0.02;
+  TORCH_ARG(WeightInit, init) = WeightInit::standard();
 };
 
 // Multi-head self-attention with RoPE on queries and keys. Projections have no bias.
@@ -122,7 +123,7 @@ struct CrossAttentionOptions {
   TORCH_ARG(std::string, kind) = "full";
   TORCH_ARG(int64_t, window) = 64;
   TORCH_ARG(double, attn_dropout) = 0.0;
-  TORCH_ARG(double, init_std) = 0.02;
+  TORCH_ARG(WeightInit, init) = WeightInit::standard();
 };
 
 // Cross-attention from decoder tokens to the encoder output. No RoPE: source

@@ -6,7 +6,6 @@
 #include "kernels/selective_scan.h"
 #include "kernels/ssd.h"
 #include "models/detail/decode_cpu.h"
-#include "models/detail/init.h"
 #include "models/detail/linear.h"
 
 namespace mambamt::models {
@@ -139,7 +138,7 @@ SelectiveCoreImpl::SelectiveCoreImpl(const MambaOptions& o) : options(o) {
   conv_bias = register_parameter("conv_bias", torch::empty({di}));
   init_conv(conv_weight, conv_bias);
   x_proj = register_module("x_proj", torch::nn::Linear(torch::nn::LinearOptions(di, r + 2 * n).bias(false)));
-  detail::init_linear(x_proj, o.init_std());
+  init_mamba_linear(x_proj, o.init());
   dt_proj = register_module("dt_proj", torch::nn::Linear(torch::nn::LinearOptions(r, di)));
   {
     torch::NoGradGuard no_grad;
@@ -210,8 +209,8 @@ MambaImpl::MambaImpl(const MambaOptions& o) : options(o) {
   const int64_t width = o.version() == 2 ? di + o.conv_dim_v2() + o.nheads() : 2 * di;
   in_proj = register_module("in_proj", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), width).bias(false)));
   out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(di, o.d_model()).bias(false)));
-  detail::init_linear(in_proj, o.init_std());
-  detail::init_linear(out_proj, o.init_std());
+  init_mamba_linear(in_proj, o.init());
+  init_mamba_linear(out_proj, o.init(), o.out_scale());
   if (o.version() == 2)
     ssd = register_module("ssd", SsdCore(o));
   else
@@ -266,8 +265,8 @@ BiMambaImpl::BiMambaImpl(const MambaOptions& o) : options(o) {
   const int64_t width = o.version() == 2 ? 2 * di + 2 * per_dir : 2 * di;
   in_proj = register_module("in_proj", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), width).bias(false)));
   out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(2 * di, o.d_model()).bias(false)));
-  detail::init_linear(in_proj, o.init_std());
-  detail::init_linear(out_proj, o.init_std());
+  init_mamba_linear(in_proj, o.init());
+  init_mamba_linear(out_proj, o.init(), o.out_scale());
   if (o.version() == 2) {
     ssd_fwd = register_module("ssd_fwd", SsdCore(o));
     ssd_bwd = register_module("ssd_bwd", SsdCore(o));

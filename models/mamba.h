@@ -35,8 +35,11 @@ struct MambaOptions {
   TORCH_ARG(int64_t, chunk_size) = 64;
   // Epsilon of the gated RMSNorm (Mamba-2).
   TORCH_ARG(double, norm_eps) = 1e-5;
-  // Standard deviation of the projections' normal initialisation.
-  TORCH_ARG(double, init_std) = 0.02;
+  // How the projections start (models/init.h).
+  TORCH_ARG(WeightInit, init) = WeightInit::standard();
+  // Standard init: the output projection's scale, 1/sqrt(residual branches of
+  // the stack), as mamba-ssm's rescaled pre-norm residual.
+  TORCH_ARG(double, out_scale) = 1.0;
   // dt at initialisation is log-uniform in [dt_min, dt_max] (floored at 1e-4).
   TORCH_ARG(double, dt_min) = 0.001;
   TORCH_ARG(double, dt_max) = 0.1;

@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "models/detail/linear.h"
@@ -99,6 +100,19 @@ void check_ids(const torch::Tensor& ids, const char* what) {
   TORCH_CHECK(!ids.is_floating_point(), what, " must be integer token ids");
 }
 
+TranslationModel::TranslationModel(std::string kind, core::ModelConfig config, ModelContext context, Plan plan)
+    : kind_(std::move(kind)),
+      config_(std::move(config)),
+      context_(context),
+      plan_(std::move(plan)),
+      init_(WeightInit::from_config(config_.init, config_.init_std)),
+      embed_scale_(embedding_scale(init_, config_.d_model)) {}
+
+torch::Tensor TranslationModel::lookup(torch::nn::Embedding& table, const torch::Tensor& ids) {
+  torch::Tensor x = table(ids);
+  return embed_scale_ == 1.0 ? x : x * embed_scale_;
+}
+
 int64_t TranslationModel::parameter_count() const { return numel_of(parameters()); }
 
 namespace {
@@ -154,11 +168,16 @@ InferenceState TranslationModel::prefill(const torch::Tensor& src, const torch::
 }
 
 StackOptions stack_options(const core::ModelConfig& c, const std::vector<LayerSpec>& layers, bool causal) {
+  const WeightInit init = WeightInit::from_config(c.init, c.init_std);
+  // Residual branches of the stack (mamba-ssm's n_layer times branches per
+  // layer): the Mamba output projections start scaled by 1/sqrt of it.
+  int64_t branches = 0;
+  for (const LayerSpec& s : layers) branches += 1 + (s.cross ? 1 : 0) + (s.mlp ? 1 : 0);
   StackOptions o(c.d_model);
   o.layers = layers;
   o.causal = causal;
   o.attention =
-      AttentionOptions(c.d_model, c.n_heads).rope_base(c.rope_base).attn_dropout(c.attn_dropout).init_std(c.init_std);
+      AttentionOptions(c.d_model, c.n_heads).rope_base(c.rope_base).attn_dropout(c.attn_dropout).init(init);
   o.local_attention_window = c.attn_window;
   o.mamba = MambaOptions(c.d_model)
                 .version(c.mamba_version)
@@ -169,31 +188,31 @@ StackOptions stack_options(const core::ModelConfig& c, const std::vector<LayerSp
                 .ngroups(c.ngroups)
                 .chunk_size(c.chunk_size)
                 .norm_eps(c.norm_eps)
-                .init_std(c.init_std);
-  o.mlp = MlpOptions(c.d_model, c.d_ff).kind(c.mlp).init_std(c.init_std);
+                .init(init)
+                .out_scale(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(branches, 1))));
+  o.mlp = MlpOptions(c.d_model, c.d_ff).kind(c.mlp).init(init);
   o.cross = CrossAttentionOptions(c.d_model, c.n_heads)
                 .kind(c.cross_attn)
                 .window(c.cross_attn_window)
                 .attn_dropout(c.attn_dropout)
-                .init_std(c.init_std);
+                .init(init);
   o.dense_connections = c.dense_connections;
   o.dropout = c.dropout;
   o.norm_eps = c.norm_eps;
-  o.init_std = c.init_std;
+  o.init = init;
   return o;
 }
 
 namespace {
-torch::nn::Embedding make_embedding(const core::ModelConfig& c, int64_t vocab) {
+torch::nn::Embedding make_embedding(const core::ModelConfig& c, int64_t vocab, const WeightInit& init) {
   torch::nn::Embedding e(torch::nn::EmbeddingOptions(vocab, c.d_model));
-  torch::NoGradGuard no_grad;
-  e->weight.normal_(0.0, c.init_std);
+  init_embedding(e->weight, init);
   return e;
 }
-torch::nn::Linear make_output(const core::ModelConfig& c, int64_t vocab) {
+// An untied output matrix starts as a tied one would: logits of unit scale.
+torch::nn::Linear make_output(const core::ModelConfig& c, int64_t vocab, const WeightInit& init) {
   torch::nn::Linear l(torch::nn::LinearOptions(c.d_model, vocab).bias(false));
-  torch::NoGradGuard no_grad;
-  l->weight.normal_(0.0, c.init_std);
+  init_embedding(l->weight, init);
   return l;
 }
 }  // namespace
@@ -205,12 +224,12 @@ EncoderDecoderModel::EncoderDecoderModel(const std::string& kind, const core::Mo
     : TranslationModel(kind, config, context, plan), dropout_(config.dropout) {
   TORCH_CHECK(!plan.decoder_only && !plan.encoder.empty(), "EncoderDecoderModel needs an encoder plan");
   if (config.tie_embeddings) {
-    src_embed = register_module("embed", make_embedding(config, context.vocab_size));
+    src_embed = register_module("embed", make_embedding(config, context.vocab_size, weight_init()));
     tgt_embed = src_embed;
   } else {
-    src_embed = register_module("src_embed", make_embedding(config, context.vocab_size));
-    tgt_embed = register_module("tgt_embed", make_embedding(config, context.vocab_size));
-    out_proj = register_module("out_proj", make_output(config, context.vocab_size));
+    src_embed = register_module("src_embed", make_embedding(config, context.vocab_size, weight_init()));
+    tgt_embed = register_module("tgt_embed", make_embedding(config, context.vocab_size, weight_init()));
+    out_proj = register_module("out_proj", make_output(config, context.vocab_size, weight_init()));
   }
   encoder = register_module("encoder", Stack(stack_options(config, plan.encoder, /*causal=*/false)));
   decoder = register_module("decoder", Stack(stack_options(config, plan.decoder, /*causal=*/true)));
@@ -224,7 +243,7 @@ Memory EncoderDecoderModel::encode(const torch::Tensor& src, const torch::Tensor
   check_ids(src, "src");
   auto [ids, mask] = align_padding(src, bool_mask(src_mask, src), /*left=*/false);
   SeqInfo info = SeqInfo::from_mask(mask, ids.size(0), ids.size(1), ids.device());
-  torch::Tensor x = embed_drop(src_embed(ids), dropout_, is_training());
+  torch::Tensor x = embed_drop(lookup(src_embed, ids), dropout_, is_training());
   return Memory{encoder(x, info), mask};
 }
 
@@ -235,7 +254,7 @@ torch::Tensor EncoderDecoderModel::final_hidden(const torch::Tensor& src, const 
   Memory m = encode(src, src_mask);
   torch::Tensor tmask = bool_mask(tgt_mask, tgt_in);
   SeqInfo info = SeqInfo::from_mask(tmask, tgt_in.size(0), tgt_in.size(1), tgt_in.device());
-  return decoder(embed_drop(tgt_embed(tgt_in), dropout_, is_training()), info, &m);
+  return decoder(embed_drop(lookup(tgt_embed, tgt_in), dropout_, is_training()), info, &m);
 }
 
 torch::Tensor EncoderDecoderModel::forward(const torch::Tensor& src, const torch::Tensor& src_mask,
@@ -298,7 +317,7 @@ InferenceState EncoderDecoderModel::prefill(const torch::Tensor& src, const torc
   // leave their conv and SSM states. Positions count each row's own tokens.
   auto [ids, mask] = left_aligned(prefix, lengths);
   SeqInfo info = SeqInfo::from_mask(mask, b, t, prefix.device());
-  decoder(tgt_embed(ids), info, &m, &st.layers);
+  decoder(lookup(tgt_embed, ids), info, &m, &st.layers);
   st.position = lengths.defined() ? lengths.to(src.device(), torch::kLong).clone()
                                   : torch::full({b}, t, src.options().dtype(torch::kLong));
   st.src_len = m.mask.sum(1);
@@ -309,7 +328,7 @@ torch::Tensor EncoderDecoderModel::step(InferenceState& st, const torch::Tensor&
   torch::NoGradGuard no_grad;
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
               st.batch_size());
-  torch::Tensor h = decoder->step(tgt_embed(tokens), step_info(st), st.layers);
+  torch::Tensor h = decoder->step(lookup(tgt_embed, tokens), step_info(st), st.layers);
   advance(st);
   return logits(h);
 }
@@ -324,8 +343,8 @@ DecoderOnlyModel::DecoderOnlyModel(const std::string& kind, const core::ModelCon
                                    const ModelContext& context, const Plan& plan)
     : TranslationModel(kind, config, context, plan), dropout_(config.dropout) {
   TORCH_CHECK(plan.decoder_only && plan.encoder.empty(), "DecoderOnlyModel needs a decoder-only plan");
-  embed = register_module("embed", make_embedding(config, context.vocab_size));
-  if (!config.tie_embeddings) out_proj = register_module("out_proj", make_output(config, context.vocab_size));
+  embed = register_module("embed", make_embedding(config, context.vocab_size, weight_init()));
+  if (!config.tie_embeddings) out_proj = register_module("out_proj", make_output(config, context.vocab_size, weight_init()));
   decoder = register_module("decoder", Stack(stack_options(config, plan.decoder, /*causal=*/true)));
 }
 
@@ -352,7 +371,7 @@ torch::Tensor DecoderOnlyModel::final_hidden(const torch::Tensor& src, const tor
   torch::Tensor ids = torch::cat({p.ids, tgt_in.to(p.ids.scalar_type())}, 1);
   torch::Tensor mask = torch::cat({p.mask, bool_mask(tgt_mask, tgt_in)}, 1);
   SeqInfo info = SeqInfo::from_mask(mask, ids.size(0), ids.size(1), ids.device());
-  torch::Tensor h = decoder(embed_drop(embed(ids), dropout_, is_training()), info);
+  torch::Tensor h = decoder(embed_drop(lookup(embed, ids), dropout_, is_training()), info);
   return h.narrow(1, s, t);
 }
 
@@ -411,7 +430,7 @@ InferenceState DecoderOnlyModel::start(const torch::Tensor& src, const torch::Te
   torch::NoGradGuard no_grad;
   Prompt p = prompt(src, src_mask);
   const int64_t b = p.ids.size(0);
-  torch::Tensor x = embed(p.ids);
+  torch::Tensor x = lookup(embed, p.ids);
   InferenceState st;
   st.layers = decoder->init_states(b, p.ids.size(1) + reserve, x.options(), nullptr);
   SeqInfo info = SeqInfo::from_mask(p.mask, b, p.ids.size(1), p.ids.device());
@@ -435,7 +454,7 @@ InferenceState DecoderOnlyModel::prefill(const torch::Tensor& src, const torch::
     tail = torch::arange(t, p.lengths.options()).unsqueeze(0) < lengths.to(p.lengths.device()).unsqueeze(1);
   torch::Tensor mask = torch::cat({p.mask, tail}, 1);
   if (lengths.defined()) std::tie(ids, mask) = align_padding(ids, mask, /*left=*/true);
-  torch::Tensor x = embed(ids);
+  torch::Tensor x = lookup(embed, ids);
   InferenceState st;
   st.layers = decoder->init_states(b, p.ids.size(1) + std::max(reserve, t), x.options(), nullptr);
   SeqInfo info = SeqInfo::from_mask(mask, b, ids.size(1), ids.device());
@@ -450,7 +469,7 @@ torch::Tensor DecoderOnlyModel::step(InferenceState& st, const torch::Tensor& to
   torch::NoGradGuard no_grad;
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
               st.batch_size());
-  torch::Tensor h = decoder->step(embed(tokens), step_info(st), st.layers);
+  torch::Tensor h = decoder->step(lookup(embed, tokens), step_info(st), st.layers);
   advance(st);
   return logits(h);
 }

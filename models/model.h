@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "models/init.h"
 #include "models/plan.h"
 #include "models/stack.h"
 #include "models/state.h"
@@ -143,14 +144,20 @@ class TranslationModel : public torch::nn::Module {
   virtual int64_t decoder_parameter_count() const = 0;
 
  protected:
-  TranslationModel(std::string kind, core::ModelConfig config, ModelContext context, Plan plan)
-      : kind_(std::move(kind)), config_(std::move(config)), context_(context), plan_(std::move(plan)) {}
+  TranslationModel(std::string kind, core::ModelConfig config, ModelContext context, Plan plan);
+  // The weights' initialisation (model.init, model.init_std).
+  const WeightInit& weight_init() const { return init_; }
+  // An embedding lookup (B,L) -> (B,L,D) at the scale of the init scheme
+  // (times sqrt(d_model) for the standard one: models/init.h).
+  torch::Tensor lookup(torch::nn::Embedding& table, const torch::Tensor& ids);
 
  private:
   std::string kind_;
   core::ModelConfig config_;
   ModelContext context_;
   Plan plan_;
+  WeightInit init_;         // from config_
+  double embed_scale_ = 1.0;  // embedding_scale(init_, d_model)
 };
 
 using ModelPtr = std::shared_ptr<TranslationModel>;

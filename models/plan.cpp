@@ -195,6 +195,7 @@ std::string layer_count_key(const core::ModelConfig& c) {
   m.dropout = d.dropout;
   m.attn_dropout = d.attn_dropout;
   m.rope_base = d.rope_base;
+  m.init = d.init;
   m.init_std = d.init_std;
   return e.canonical();
 }

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <optional>
 
-#include "models/detail/init.h"
 #include "models/detail/linear.h"
 #include "models/layers.h"
 
@@ -35,9 +34,9 @@ class FullPrecision {
   std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast_;
 };
 
-torch::nn::Linear projection(int64_t in, int64_t out, double std) {
+torch::nn::Linear projection(int64_t in, int64_t out, const WeightInit& init) {
   torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(false));
-  detail::init_linear(l, std);
+  init_linear(l, init);
   return l;
 }
 
@@ -53,11 +52,11 @@ RetentionImpl::RetentionImpl(const RetentionOptions& o) : options(o) {
               o.n_heads());
   TORCH_CHECK(key_dim() % 2 == 0, "Retention: the rotation needs an even key width per head, got ", key_dim());
   const int64_t d = o.d_model(), dv = o.value_factor() * d;
-  q_proj = register_module("q_proj", projection(d, d, o.init_std()));
-  k_proj = register_module("k_proj", projection(d, d, o.init_std()));
-  v_proj = register_module("v_proj", projection(d, dv, o.init_std()));
-  g_proj = register_module("g_proj", projection(d, dv, o.init_std()));
-  out_proj = register_module("out_proj", projection(dv, d, o.init_std()));
+  q_proj = register_module("q_proj", projection(d, d, o.init()));
+  k_proj = register_module("k_proj", projection(d, d, o.init()));
+  v_proj = register_module("v_proj", projection(d, dv, o.init()));
+  g_proj = register_module("g_proj", projection(d, dv, o.init()));
+  out_proj = register_module("out_proj", projection(dv, d, o.init()));
   gn_weight = register_parameter("gn_weight", torch::ones({dv}));
   gn_bias = register_parameter("gn_bias", torch::zeros({dv}));
   log_decays_ = retention_log_decays(o.n_heads());

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 
+#include "models/init.h"
 #include "models/mixer.h"
 #include "models/state.h"
 
@@ -50,7 +51,7 @@ struct RetentionOptions {
   TORCH_ARG(double, rope_base) = 10000.0;
   // Epsilon of the per-head group norm.
   TORCH_ARG(double, norm_eps) = 1e-5;
-  TORCH_ARG(double, init_std) = 0.02;
+  TORCH_ARG(WeightInit, init) = WeightInit::standard();
 };
 
 // The decays gamma_h = 1 - 2^(-5-h) of H heads, as log(gamma) (H) float64.

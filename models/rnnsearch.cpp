@@ -4,7 +4,6 @@
 #include <limits>
 #include <sstream>
 
-#include "models/detail/init.h"
 #include "models/detail/linear.h"
 #include "models/detail/report.h"
 
@@ -14,16 +13,15 @@ namespace {
 using detail::millions;
 using detail::with_commas;
 
-torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, double std) {
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, const WeightInit& init) {
   torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
-  detail::init_linear(l, std);
+  init_linear(l, init);
   return l;
 }
 
-torch::nn::Embedding make_embedding(int64_t vocab, int64_t dim, double std) {
+torch::nn::Embedding make_embedding(int64_t vocab, int64_t dim, const WeightInit& init) {
   torch::nn::Embedding e(torch::nn::EmbeddingOptions(vocab, dim));
-  torch::NoGradGuard no_grad;
-  e->weight.normal_(0.0, std);
+  init_embedding(e->weight, init);
   return e;
 }
 
@@ -77,10 +75,10 @@ Counts count(const core::ModelConfig& c, int64_t vocab) {
 
 // ------------------------------------------------------------------ GRU
 
-GruImpl::GruImpl(int64_t input_size, int64_t hidden_size, double init_std) : hidden(hidden_size) {
-  input = register_module("input", make_linear(input_size, 3 * hidden_size, true, init_std));
-  recur_gates = register_module("recur_gates", make_linear(hidden_size, 2 * hidden_size, false, init_std));
-  recur_cand = register_module("recur_cand", make_linear(hidden_size, hidden_size, false, init_std));
+GruImpl::GruImpl(int64_t input_size, int64_t hidden_size, const WeightInit& init) : hidden(hidden_size) {
+  input = register_module("input", make_linear(input_size, 3 * hidden_size, true, init));
+  recur_gates = register_module("recur_gates", make_linear(hidden_size, 2 * hidden_size, false, init));
+  recur_cand = register_module("recur_cand", make_linear(hidden_size, hidden_size, false, init));
   orthogonal_blocks(recur_gates->weight);
   orthogonal_blocks(recur_cand->weight);
 }
@@ -94,9 +92,9 @@ torch::Tensor GruImpl::cell(const torch::Tensor& xp, const torch::Tensor& h) {
   return (h + z * (cand - h)).to(h.scalar_type());
 }
 
-BiGruImpl::BiGruImpl(int64_t input_size, int64_t hidden_size, double init_std) {
-  fwd = register_module("fwd", Gru(input_size, hidden_size, init_std));
-  bwd = register_module("bwd", Gru(input_size, hidden_size, init_std));
+BiGruImpl::BiGruImpl(int64_t input_size, int64_t hidden_size, const WeightInit& init) {
+  fwd = register_module("fwd", Gru(input_size, hidden_size, init));
+  bwd = register_module("bwd", Gru(input_size, hidden_size, init));
 }
 
 torch::Tensor BiGruImpl::forward(const torch::Tensor& x, const torch::Tensor& mask) {
@@ -129,26 +127,26 @@ RnnSearchModel::RnnSearchModel(const core::ModelConfig& c, const ModelContext& c
     : TranslationModel("rnnsearch", c, ctx, plan), dropout_(c.dropout) {
   TORCH_CHECK(c.enc_layers >= 1, "rnnsearch needs at least one encoder layer");
   const int64_t m = c.d_model, n = c.d_ff, a = c.d_ff, l = c.d_model, v = ctx.vocab_size;
-  const double std = c.init_std;
+  const WeightInit init = WeightInit::from_config(c.init, c.init_std);
   if (c.tie_embeddings) {
-    src_embed = register_module("embed", make_embedding(v, m, std));
+    src_embed = register_module("embed", make_embedding(v, m, init));
     tgt_embed = src_embed;
   } else {
-    src_embed = register_module("src_embed", make_embedding(v, m, std));
-    tgt_embed = register_module("tgt_embed", make_embedding(v, m, std));
-    out_proj = register_module("out_proj", make_linear(l, v, false, std));
+    src_embed = register_module("src_embed", make_embedding(v, m, init));
+    tgt_embed = register_module("tgt_embed", make_embedding(v, m, init));
+    out_proj = register_module("out_proj", make_linear(l, v, false, init));
   }
   encoder = register_module("encoder", torch::nn::ModuleList());
-  for (int64_t i = 0; i < c.enc_layers; ++i) encoder->push_back(BiGru(i == 0 ? m : 2 * n, n, std));
-  init_state = register_module("init_state", make_linear(n, n, true, std));
-  decoder = register_module("decoder", Gru(m, n, std));
-  dec_context = register_module("dec_context", make_linear(2 * n, 3 * n, false, std));
-  att_query = register_module("att_query", make_linear(n, a, true, std));
-  att_key = register_module("att_key", make_linear(2 * n, a, false, std));
-  att_score = register_module("att_score", make_linear(a, 1, false, std));
-  out_state = register_module("out_state", make_linear(n, 2 * l, true, std));
-  out_embed = register_module("out_embed", make_linear(m, 2 * l, false, std));
-  out_context = register_module("out_context", make_linear(2 * n, 2 * l, false, std));
+  for (int64_t i = 0; i < c.enc_layers; ++i) encoder->push_back(BiGru(i == 0 ? m : 2 * n, n, init));
+  init_state = register_module("init_state", make_linear(n, n, true, init));
+  decoder = register_module("decoder", Gru(m, n, init));
+  dec_context = register_module("dec_context", make_linear(2 * n, 3 * n, false, init));
+  att_query = register_module("att_query", make_linear(n, a, true, init));
+  att_key = register_module("att_key", make_linear(2 * n, a, false, init));
+  att_score = register_module("att_score", make_linear(a, 1, false, init));
+  out_state = register_module("out_state", make_linear(n, 2 * l, true, init));
+  out_embed = register_module("out_embed", make_linear(m, 2 * l, false, init));
+  out_context = register_module("out_context", make_linear(2 * n, 2 * l, false, init));
 }
 
 torch::Tensor RnnSearchModel::drop(const torch::Tensor& x) {
@@ -158,7 +156,7 @@ torch::Tensor RnnSearchModel::drop(const torch::Tensor& x) {
 RnnSearchModel::Encoded RnnSearchModel::encode(const torch::Tensor& src, const torch::Tensor& src_mask) {
   check_ids(src, "src");
   auto [ids, mask] = align_padding(src, bool_mask(src_mask, src), /*left=*/false);
-  torch::Tensor x = drop(src_embed(ids));
+  torch::Tensor x = drop(lookup(src_embed, ids));
   torch::Tensor bwd_first;
   const int64_t n = config().d_ff;
   for (const auto& layer : *encoder) {
@@ -202,7 +200,7 @@ torch::Tensor RnnSearchModel::decode(const Encoded& e, const torch::Tensor& tgt_
               tgt_in.size(0));
   const int64_t t_len = tgt_in.size(1);
   torch::Tensor real = bool_mask(tgt_mask, tgt_in).unsqueeze(-1);  // (B,T,1)
-  torch::Tensor emb = drop(tgt_embed(tgt_in));                      // (B,T,m)
+  torch::Tensor emb = drop(lookup(tgt_embed, tgt_in));  // (B,T,m)
   torch::Tensor xp = decoder->project(emb);                         // (B,T,3n)
   std::vector<torch::Tensor> states, contexts, weights;
   torch::Tensor s = e.init;
@@ -266,7 +264,7 @@ torch::Tensor RnnSearchModel::step(InferenceState& st, const torch::Tensor& toke
   TORCH_CHECK(tokens.dim() == 1 && tokens.size(0) == st.batch_size(), "step: tokens must be (B) with B = ",
               st.batch_size());
   LayerState& l = st.layers.at(0);
-  torch::Tensor emb = tgt_embed(tokens);  // (B,m)
+  torch::Tensor emb = lookup(tgt_embed, tokens);  // (B,m)
   torch::Tensor s = l.recurrent;
   torch::Tensor alpha = align(s, l.cross.k, l.cross.mask);
   torch::Tensor c = torch::matmul(alpha.to(l.cross.v.scalar_type()).unsqueeze(1), l.cross.v).squeeze(1);

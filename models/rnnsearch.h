@@ -59,7 +59,7 @@ namespace mambamt::models {
 // is U (n x n), both orthogonal per n x n block at initialisation.
 class GruImpl : public torch::nn::Module {
  public:
-  GruImpl(int64_t input_size, int64_t hidden_size, double init_std);
+  GruImpl(int64_t input_size, int64_t hidden_size, const WeightInit& init);
   // The input part of the gates: x (..., input) -> (..., 3n).
   torch::Tensor project(const torch::Tensor& x);
   // One step: xp (B,3n) (project()'s output plus any further input terms),
@@ -74,7 +74,7 @@ TORCH_MODULE(Gru);
 // A forward and a backward GRU over the same input.
 class BiGruImpl : public torch::nn::Module {
  public:
-  BiGruImpl(int64_t input_size, int64_t hidden_size, double init_std);
+  BiGruImpl(int64_t input_size, int64_t hidden_size, const WeightInit& init);
   // x (B,S,in) with mask (B,S) right-padded -> (B,S,2n) [forward ; backward].
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask);
   Gru fwd{nullptr}, bwd{nullptr};

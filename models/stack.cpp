@@ -1,7 +1,6 @@
 #include "models/stack.h"
 
 #include "core/error.h"
-#include "models/detail/init.h"
 #include "models/retnet.h"
 
 namespace mambamt::models {
@@ -33,7 +32,7 @@ const std::vector<MixerKind>& mixer_kinds() {
          return std::make_shared<RetentionImpl>(RetentionOptions(o.d_model, o.attention.n_heads())
                                                     .rope_base(o.attention.rope_base())
                                                     .norm_eps(o.norm_eps)
-                                                    .init_std(o.init_std));
+                                                    .init(o.init));
        }},
   };
   return kinds;
@@ -112,8 +111,8 @@ StackImpl::StackImpl(const StackOptions& o) : options(o) {
     for (size_t i = 1; i < o.layers.size(); ++i) {
       torch::nn::Linear t(torch::nn::LinearOptions(o.d_model, o.d_model).bias(false));
       torch::nn::Linear g(torch::nn::LinearOptions(o.d_model, o.d_model).bias(false));
-      detail::init_linear(t, o.init_std);
-      detail::init_linear(g, o.init_std);
+      init_linear(t, o.init);
+      init_linear(g, o.init);
       auto pair = torch::nn::ModuleList();
       pair->push_back(t);
       pair->push_back(g);

@@ -46,7 +46,7 @@ struct StackOptions {
   // Dropout on every sublayer's output (training only).
   double dropout = 0.0;
   double norm_eps = 1e-5;
-  double init_std = 0.02;
+  WeightInit init;
 };
 
 // Source memory the decoder cross-attends to.

@@ -347,3 +347,23 @@ TEST_CASE("experiment ids stay what they were when fields are added", "[core][co
   CHECK(pinned.id() != "ce95fefc0ab5");
   CHECK(pinned.training_id() == ExperimentConfig{}.training_id());
 }
+
+TEST_CASE("model.init: the standard scheme by default, init_std only with the normal one", "[core][config]") {
+  CHECK(ExperimentConfig{}.model.init == "standard");
+  // A late field: written at its default, the id stays; the normal scheme is another experiment.
+  CHECK(parse_experiment("[model]\ninit = \"standard\"\n", "i.toml").id() == "ce95fefc0ab5");
+  const ExperimentConfig normal = parse_experiment("[model]\ninit = \"normal\"\ninit_std = 0.05\n", "i.toml");
+  CHECK(normal.model.init_std == 0.05);
+  CHECK(normal.id() != "ce95fefc0ab5");
+  CHECK(normal.training_id() != ExperimentConfig{}.training_id());
+  CHECK(parse_experiment(normal.canonical(), "c.toml") == normal);
+  // A deviation the standard scheme would not read is an error naming its place.
+  CHECK(error_of("[model]\nd_model = 64\ninit_std = 0.05\n") ==
+        "x.toml:3:1: model.init_std = 0.05: the standard initialisation (model.init = \"standard\", the default) "
+        "sets its own scales; init_std is the deviation of model.init = \"normal\"");
+  CHECK_THAT(error_of("[model]\ninit = \"xavier\"\n"), Catch::Contains("model.init"));
+  // The canonical form writes init_std at its default: it reads back.
+  const ExperimentConfig standard = parse_experiment("[model]\ninit = \"standard\"\n", "s.toml");
+  CHECK(standard.canonical().find("init_std = 0.02") != std::string::npos);
+  CHECK(parse_experiment(standard.canonical(), "c.toml") == standard);
+}

@@ -23,9 +23,11 @@ inline core::ModelConfig tiny_config(const std::string& kind, const std::string&
   std::string text = "[model]\nkind = \"" + kind + "\"\n" + extra;
   const std::vector<std::pair<std::string, std::string>> defaults = {
       {"d_model", "32"}, {"n_heads", "2"},   {"d_ff", "48"},     {"d_state", "8"},
-      {"headdim", "16"}, {"dropout", "0.0"}, {"init_std", "0.1"}};
+      {"headdim", "16"}, {"dropout", "0.0"}};
   for (const auto& [key, value] : defaults)
     if (!has(key)) text += key + " = " + value + "\n";
+  // The normal init unless `extra` names a scheme; its deviation 0.1 unless given.
+  if (!has("init")) text += std::string("init = \"normal\"\n") + (has("init_std") ? "" : "init_std = 0.1\n");
   if (!has("enc_layers") && !has("enc_plan") && (kind == "hybrid" || kind == "transformer")) text += "enc_layers = 3\n";
   // rnnsearch: two stacked bidirectional GRU layers and its one decoder GRU.
   if (!has("enc_layers") && kind == "rnnsearch") text += "enc_layers = 2\n";

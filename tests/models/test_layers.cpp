@@ -49,7 +49,7 @@ TEST_CASE("Bi-Mamba: padding changes neither scan direction", "[models][layers][
   for (int64_t version : {2, 1}) {
     SECTION("Mamba-" + std::to_string(version)) {
       torch::manual_seed(1);
-      BiMamba bi(MambaOptions(16).version(version).d_state(4).headdim(8).init_std(0.2));
+      BiMamba bi(MambaOptions(16).version(version).d_state(4).headdim(8).init(WeightInit::normal(0.2)));
       const std::vector<int64_t> lengths{6, 2, 4};
       torch::Tensor x = torch::randn({3, 6, 16});
       torch::Tensor padded = x.clone();
@@ -83,7 +83,7 @@ TEST_CASE("causal Mamba: prefill state continues like the whole sequence", "[mod
     for (int64_t d_state : {4, 16})
       SECTION("Mamba-" + std::to_string(version) + " d_state " + std::to_string(d_state)) {
         torch::manual_seed(2);
-        Mamba m(MambaOptions(16).version(version).d_state(d_state).headdim(8).init_std(0.2));
+        Mamba m(MambaOptions(16).version(version).d_state(d_state).headdim(8).init(WeightInit::normal(0.2)));
         torch::NoGradGuard no_grad;
         // A skip D other than its initial ones, which the steps must carry too.
         int skips = 0;
@@ -141,7 +141,7 @@ TEST_CASE("RMSNorm and RoPE", "[models][layers]") {
 
 TEST_CASE("sliding-window attention keeps only the window in its cache", "[models][layers]") {
   torch::manual_seed(4);
-  Attention att(AttentionOptions(16, 2).window(3).init_std(0.3));
+  Attention att(AttentionOptions(16, 2).window(3).init(WeightInit::normal(0.3)));
   att->eval();
   torch::NoGradGuard no_grad;
   torch::Tensor x = torch::randn({2, 10, 16});
@@ -164,7 +164,7 @@ TEST_CASE("causal attention steps continue a prefill in both cache kinds and dty
     for (int64_t window : {0, 3}) {
       INFO("dtype " << dtype << ", window " << window);
       torch::manual_seed(6);
-      Attention att(AttentionOptions(16, 2).window(window).init_std(0.3));
+      Attention att(AttentionOptions(16, 2).window(window).init(WeightInit::normal(0.3)));
       att->to(dtype);
       att->eval();
       torch::NoGradGuard no_grad;

@@ -295,10 +295,12 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
     CHECK(s->scalars.at("alignment/aer_all_layers") == t.at(2, 0));
     CHECK(s->scalars.at("alignment/aer") == t.at(3, 0));
     // Its gold links are those of the whole set, each sentence scored at one
-    // of the two layers: between them, and no better than the best layer.
+    // of the two layers. Its AER need not lie between the two layers' AERs
+    // over the whole set: each half takes the layer best on the other half,
+    // which may be the worse (or the better) one on its own half, and a ratio
+    // of sums over halves can then fall outside the range of the whole-set
+    // ratios (seen with the standard init: 0.7957 against 0.7925 and lower).
     CHECK(t.at(3, 4) == t.at(0, 4));
-    CHECK(t.at(3, 0) >= best);
-    CHECK(t.at(3, 0) <= std::max(t.at(0, 0), t.at(1, 0)));
     CHECK(s->scalars.at("alignment/occlusion_aer") == t.at(4, 0));
     // Each sentence's counts at the layer chosen for its half: the units of
     // the paired test, summing to the held-out row.
