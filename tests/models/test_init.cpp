@@ -76,6 +76,18 @@ TEST_CASE("the standard init: Xavier-uniform matrices, zero biases, embeddings N
     CHECK(a.max().item<double>() <= 16.0);
     CHECK(torch::equal(named(*m, "decoder.layers.0.mixer.ssd.D"), torch::ones_like(a)));
   }
+  SECTION("gated cross-attention starts with every gate half open") {
+    core::ModelConfig c = tiny_config("transformer", "init = \"standard\"\ncross_attn = \"gated\"\n");
+    ModelPtr m = tiny_model(c, vocab);
+    int gates = 0;
+    for (const auto& p : m->named_parameters())
+      if (p.key().find(".cross.gate.") != std::string::npos) {
+        INFO(p.key());
+        CHECK(torch::count_nonzero(p.value()).item<int64_t>() == 0);
+        ++gates;
+      }
+    CHECK(gates > 0);
+  }
   SECTION("the normal scheme is N(0, init_std) everywhere") {
     core::ModelConfig c = tiny_config("transformer", "init = \"normal\"\ninit_std = 0.02\nd_model = 128\n");
     ModelPtr m = tiny_model(c, vocab);
