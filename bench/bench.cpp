@@ -4,6 +4,7 @@
 #include "bench/decode_bench.h"
 #include "bench/gates_bench.h"
 #include "bench/kernels_bench.h"
+#include "bench/learn_bench.h"
 #include "bench/orchestrator_bench.h"
 #include "bench/prefixes_bench.h"
 #include "bench/train_bench.h"
@@ -115,6 +116,7 @@ const std::vector<Benchmark>& all() {
       {"decode", kDecodeBenchHelp, run_decode_bench},
       {"gates", kGatesBenchHelp, run_gates_bench},
       {"kernels", kKernelsBenchHelp, run_kernels_bench},
+      {"learn", kLearnBenchHelp, run_learn_bench},
       {"orchestrator", kOrchestratorBenchHelp, run_orchestrator_bench},
       {"prefixes", kPrefixesBenchHelp, run_prefixes_bench},
       {"train", kTrainBenchHelp, run_train_bench},

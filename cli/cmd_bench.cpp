@@ -10,7 +10,7 @@ namespace mambamt::cli {
 Command bench_command() {
   CommandSpec spec;
   spec.name = "bench";
-  spec.summary = "run a benchmark (kernels, data, decode, gates, prefixes, train, orchestrator) and print ratios";
+  spec.summary = "run a benchmark (kernels, data, decode, gates, learn, prefixes, train, orchestrator) against its baseline";
   spec.positionals = {"NAME"};
   spec.rest = true;
   std::string desc =
