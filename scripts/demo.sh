@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's main job: installs what is missing, builds, runs the demo sweep
+# The README's main job: installs what is missing, builds the mambamt binary
+# (the tests are scripts/test.sh's), runs the demo sweep
 # (configs/demo.toml: 8 small models on the synthetic corpus, one MPI rank per
 # core) and the collector, and prints the results table. Idempotent: a second
 # run finds every experiment completed and only collects again.
@@ -7,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+scripts/build.sh --target mambamt
 
 BIN=${BUILD_DIR:-build}/bin/mambamt
 GRID=${GRID:-configs/demo.toml}

@@ -22,7 +22,7 @@
 #   BENCH_ARGS="..."        extra arguments of bench decode
 #   GPU_CHECK_TARGETS="mambamt"   build these only (default: mambamt test_kernels test_models)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 # The device tool brings back at most 8 files from $OUT: with it, the logs are
 # written to a scratch folder and packed into $OUT/gpu_logs.tar.gz at the end.
 if [ -n "${OUT:-}" ]; then

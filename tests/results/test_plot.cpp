@@ -47,10 +47,7 @@ std::optional<Image> render_and_check(const std::string& name, const std::string
   CHECK(h.width == width);
   CHECK(h.height == height);
   std::optional<Image> img = decode_png(png_path.string());
-  if (!img) {
-    WARN("zlib not loadable: pixels of " << name << " not checked");
-    return std::nullopt;
-  }
+  REQUIRE(img);  // zlib (zlib1g, part of every Debian system) decodes the pixels
   const double drawn = static_cast<double>(img->count_non_white()) / (double(img->width) * img->height);
   CHECK(drawn > 0.01);  // not blank
   CHECK(drawn < 0.95);  // not a solid block

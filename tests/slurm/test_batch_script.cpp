@@ -112,7 +112,11 @@ TEST_CASE("every job script passes bash -n and the checker") {
   for (const auto& s : job_scripts(".sge")) scripts.push_back(s);
   scripts.push_back(source_dir() + "/jobs/submit_sweep.sh");
   for (const char* s : {"start.sh", "stop.sh", "gen_conf.sh"}) scripts.push_back(source_dir() + "/slurm/cluster/" + s);
-  REQUIRE(scripts.size() >= 8);
+  // The set-up, build, demo, test and GPU scripts, and CI's entry point.
+  for (const auto& e : fs::directory_iterator(source_dir() + "/scripts"))
+    if (e.path().extension() == ".sh") scripts.push_back(e.path().string());
+  scripts.push_back(source_dir() + "/.ci/run");
+  REQUIRE(scripts.size() >= 17);
   for (const auto& path : scripts) {
     INFO(path);
     const auto r = run_shell("bash -n " + path);

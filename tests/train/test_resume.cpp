@@ -21,6 +21,7 @@
 #include "data/corpus.h"
 #include "train/prepare.h"
 #include "train/experiment.h"
+#include "skip.h"
 #include "train_helpers.h"
 
 using namespace mambamt;
@@ -308,18 +309,15 @@ TEST_CASE("SIGUSR2 to `mambamt train` checkpoints, exits 3, and the resumed run 
   ::kill(pid, SIGUSR2);
   const int code = wait_exit(pid);
   INFO(read_text(tmp.path("b.log")));
-  if (code == 0) {
-    WARN("the run finished before the signal arrived");
-  } else {
-    REQUIRE(code == 3);
-    auto st = core::ExperimentStore::read(stopped + "/store.h5").status;
-    CHECK(st.state == core::RunState::interrupted);
-    core::CheckpointDir ck(stopped + "/ckpt");
-    REQUIRE(ck.latest_step());
-    CHECK(*ck.latest_step() == st.step);
-    CHECK(*ck.latest_step() < 40);
-    REQUIRE(wait_exit(spawn_train(cfg, stopped, tmp.path("c.log"))) == 0);
-  }
+  if (code == 0) MAMBAMT_SKIP("the run finished before the signal arrived: nothing was resumed");
+  REQUIRE(code == 3);
+  auto st = core::ExperimentStore::read(stopped + "/store.h5").status;
+  CHECK(st.state == core::RunState::interrupted);
+  core::CheckpointDir ck(stopped + "/ckpt");
+  REQUIRE(ck.latest_step());
+  CHECK(*ck.latest_step() == st.step);
+  CHECK(*ck.latest_step() < 40);
+  REQUIRE(wait_exit(spawn_train(cfg, stopped, tmp.path("c.log"))) == 0);
   CHECK(train_test::compare_parameters(train_test::final_parameters(straight), train_test::final_parameters(stopped)) ==
         "");
 }
