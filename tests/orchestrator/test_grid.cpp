@@ -366,3 +366,33 @@ TEST_CASE("point states follow the stores and status reports them", "[orchestrat
   std::filesystem::create_directories(tmp.path("empty"));
   CHECK_THROWS_WITH(status_report(tmp.path("empty")), Catch::Contains("not a run directory"));
 }
+
+TEST_CASE("configs/demo.toml expands into its 8 points, every one valid, one axis at a time", "[orchestrator][grid]") {
+  // The README's main job runs this grid: a change that breaks one of its
+  // points should fail here, not in the demo.
+  const ExpandedGrid e = expand_grid(core::load_grid(source_dir() + "/configs/demo.toml"));
+  CHECK(e.grid.sweep.name == "demo");
+  CHECK(e.axis_keys ==
+        std::vector<std::string>{"model.attention_ratio", "model.cross_attn_every", "model.d_state", "data.cat_n"});
+  REQUIRE(e.points.size() == 8);
+  CHECK(e.duplicates.empty());
+  std::set<std::string> ids, variants;
+  for (const GridPoint& p : e.points) {
+    INFO(p.name << ": " << p.error);
+    REQUIRE(p.valid());
+    CHECK(p.cost > 0);
+    ids.insert(p.id);
+    if (!p.variant.empty()) variants.insert(p.variant);
+    // One factor at a time: a grid point changes at most one axis from the base.
+    if (p.variant.empty()) {
+      int changed = 0;
+      for (size_t a = 0; a < e.axis_keys.size(); ++a) changed += p.axis_values[a] != e.base_values[a] ? 1 : 0;
+      CHECK(changed <= 1);
+    }
+  }
+  CHECK(ids.size() == 8);
+  CHECK(variants == std::set<std::string>{"transformer", "mamba", "hybrid-sent"});
+  // The sentence-level twin trains on single sentences, every other hybrid on windows of 2.
+  for (const GridPoint& p : e.points)
+    CHECK(p.config->data.context_sentences == (p.variant == "hybrid-sent" ? 0 : 2));
+}
