@@ -194,6 +194,20 @@ inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>() / (den > 0 ? den : 1.0);
 }
 
+// Steps m through batch's targets from start() (a small reserve, so KV caches
+// grow on the way) and checks each step's logits at the real positions
+// against `forced` (B,T,V), the teacher-forced logits, within tol.
+inline void check_steps_follow(TranslationModel& m, const TestBatch& batch, const torch::Tensor& forced,
+                               double tol = 1e-4) {
+  InferenceState st = m.start(batch.src, batch.src_mask, /*reserve=*/2);
+  for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
+    torch::Tensor step = m.step(st, batch.tgt_in.select(1, t));
+    torch::Tensor real = batch.tgt_mask.select(1, t);
+    INFO("position " << t);
+    CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= tol);
+  }
+}
+
 // Beam search with beam size 1 against greedy search on `batch` (outputs of
 // at most source length + 4 tokens, rows dropped as they finish or, with
 // `compact` false, kept): the same tokens, ends and log-probabilities.

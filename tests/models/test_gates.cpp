@@ -115,13 +115,7 @@ TEST_CASE("with gates skipping, step-by-step decoding gives the teacher-forced l
       CHECK(set_gate_skip(*m, threshold) == m->config().dec_layers);
       const torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);
       CHECK(rel_err(forced, open_logits) > 1e-3);  // skipping changed something
-      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        INFO("position " << t);
-        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
-      }
+      check_steps_follow(*m, batch, forced);
       // Every gate closed: the decoder never sees the source, so every source
       // gives the same logits for the same target.
       set_gate_skip(*m, 1.0);

@@ -129,13 +129,7 @@ TEST_CASE("with the standard init step-by-step decoding gives the teacher-forced
       ModelPtr m = tiny_model(tiny_config(v.kind, v.extra + "init = \"standard\"\n"), kVocab, v.boundary);
       torch::NoGradGuard no_grad;
       torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);  // (B,T,V)
-      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        INFO("position " << t);
-        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
-      }
+      check_steps_follow(*m, batch, forced);
       // A prefix prefilled leaves the state stepping through it leaves.
       const torch::Tensor prefix = batch.tgt_in.narrow(1, 0, 2);
       InferenceState a = m->prefill(batch.src, batch.src_mask, prefix, /*reserve=*/4);

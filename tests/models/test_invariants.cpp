@@ -51,14 +51,7 @@ TEST_CASE("step-by-step decoding gives the teacher-forced logits", "[models][inv
       torch::NoGradGuard no_grad;
       torch::Tensor forced = m->forward(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask);  // (B,T,V)
       REQUIRE(forced.sizes() == torch::IntArrayRef({3, 9, kVocab}));
-      // A small reserve makes the KV caches grow on the way.
-      InferenceState st = m->start(batch.src, batch.src_mask, /*reserve=*/2);
-      for (int64_t t = 0; t < batch.tgt_in.size(1); ++t) {
-        torch::Tensor step = m->step(st, batch.tgt_in.select(1, t));
-        torch::Tensor real = batch.tgt_mask.select(1, t);
-        INFO("position " << t);
-        CHECK(rel_err(step.index({real}), forced.select(1, t).index({real})) <= 1e-4);
-      }
+      check_steps_follow(*m, batch, forced);
     }
   }
 }
