@@ -19,8 +19,12 @@ set(_CATCH_DISCOVER_TESTS_SCRIPT "${_mambamt_discover}")
 # list is flattened on its way to the generated CTest file, so an ENVIRONMENT of
 # several entries took the properties after it as its values and shifted every
 # later name/value pair (with three entries the tests got only the first
-# variable; with four, TIMEOUT, RUN_SERIAL and FIXTURES_REQUIRED were lost too
-# and the [mpi] and [slurm] tests ran beside each other). Each group's tests
+# variable; with four, TIMEOUT, the lock and FIXTURES_REQUIRED were lost too
+# and the [mpi] and [slurm] tests ran beside each other).
+# The [mpi] and [slurm] tests start ranks on every core and time signals
+# against their training, so no two of them run at once (RESOURCE_LOCK
+# mambamt_ranks); they mostly wait, so a unit or slow test runs beside them
+# on the other core. Each group's tests
 # are listed in a variable of their own (TEST_LIST), and a CTest include file
 # read after the discovered ones sets the environment on each of them.
 function(mambamt_register_catch_tests target env)
@@ -32,10 +36,10 @@ function(mambamt_register_catch_tests target env)
     PROPERTIES LABELS "slow" TIMEOUT 1800)
   catch_discover_tests(${target} TEST_LIST ${target}_mpi_TESTS
     TEST_SPEC "[mpi]~[slurm]~[cuda]" EXTRA_ARGS --warn NoTests TEST_PREFIX "${target}:mpi:"
-    PROPERTIES LABELS "mpi" TIMEOUT 1800 RUN_SERIAL TRUE)
+    PROPERTIES LABELS "mpi" TIMEOUT 1800 RESOURCE_LOCK mambamt_ranks)
   catch_discover_tests(${target} TEST_LIST ${target}_slurm_TESTS
     TEST_SPEC "[slurm]~[cuda]" EXTRA_ARGS --warn NoTests TEST_PREFIX "${target}:slurm:"
-    PROPERTIES LABELS "slurm" TIMEOUT 2400 RUN_SERIAL TRUE FIXTURES_REQUIRED mambamt_slurm_cluster)
+    PROPERTIES LABELS "slurm" TIMEOUT 2400 RESOURCE_LOCK mambamt_ranks FIXTURES_REQUIRED mambamt_slurm_cluster)
   catch_discover_tests(${target} TEST_LIST ${target}_cuda_TESTS
     TEST_SPEC "[cuda]" EXTRA_ARGS --warn NoTests TEST_PREFIX "${target}:cuda:"
     PROPERTIES LABELS "cuda" TIMEOUT 1800)

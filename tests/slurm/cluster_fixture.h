@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -81,6 +82,36 @@ class Cluster {
   std::string wait_done(const std::string& job, int timeout_s) const {
     return wait_for(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"},
                     timeout_s);
+  }
+
+  // Seconds the job has run in its current run (scontrol's RunTime); -1 when unknown.
+  int run_seconds(const std::string& job) const {
+    const std::string info = run("scontrol show job -o " + job).output;
+    const std::regex rt(R"(RunTime=(?:(\d+)-)?(\d+):(\d+):(\d+))");
+    std::smatch m;
+    if (!std::regex_search(info, m, rt)) return -1;
+    const int days = m[1].matched ? std::stoi(m[1].str()) : 0;
+    return ((days * 24 + std::stoi(m[2].str())) * 60 + std::stoi(m[3].str())) * 60 + std::stoi(m[4].str());
+  }
+
+  // Sets a job's time limit (whole minutes; Slurm keeps no seconds).
+  void set_time_limit(const std::string& job, int minutes) const {
+    const auto r = run("scontrol update JobId=" + job + " TimeLimit=" + std::to_string(minutes));
+    if (r.code != 0) throw std::runtime_error("scontrol update TimeLimit of job " + job + " failed: " + r.output);
+  }
+
+  // Brings a running job's time limit so close that its --signal=...@lead_s
+  // comes at slurmctld's next time-limit check (every 30 s): the limit becomes
+  // the whole minutes of RunTime + lead_s, which leaves between lead_s - 60 and
+  // lead_s seconds. With lead_s >= 120 the job has at least 30 s between the
+  // signal and the limit. Returns the seconds left at the new limit.
+  int cut_time_limit(const std::string& job, int lead_s) const {
+    if (lead_s < 120) throw std::invalid_argument("cut_time_limit: lead_s under 120 leaves under 30 s after the signal");
+    const int ran = run_seconds(job);
+    if (ran < 0) throw std::runtime_error("cut_time_limit: no RunTime for job " + job);
+    const int minutes = (ran + lead_s) / 60;
+    set_time_limit(job, minutes);
+    return minutes * 60 - ran;
   }
 
   ~Cluster() {

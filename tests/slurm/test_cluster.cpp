@@ -230,25 +230,44 @@ TEST_CASE("scontrol requeue of a running job brings it back with SLURM_RESTART_C
 TEST_CASE("ablation_grid.slurm: the time-limit signal reaches the ranks, rank 0 requeues, the cap stops it",
           "[slurm]") {
   // The real job script with a stand-in binary whose ranks run the
-  // checkpoint-signal probe. A 2-minute limit with --signal=B:USR2@50 sends
-  // USR2 to the batch shell 10 to 70 s in (Slurm sends it up to a minute early;
-  // with a 1-minute limit it can come before the ranks have installed their
-  // handlers, and USR2's default action kills them); the trap passes it to
-  // srun, srun to both ranks. Rank 0 classifies it (end time from scontrol) as the time limit
-  // and requeues (max_requeues 1); the second run gets the signal again and
-  // stops at the cap.
+  // checkpoint-signal probe, under --signal=B:USR2@120 and a limit far away.
+  // Once both ranks of a run have installed their handlers, the test cuts the
+  // job's limit (Cluster::cut_time_limit) so that Slurm sends USR2 to the batch
+  // shell at its next time-limit check; the trap passes it to srun, srun to
+  // both ranks. Rank 0 classifies it (end time from scontrol) as the time limit
+  // and requeues (max_requeues 1), and the test gives the limit back before the
+  // job starts again (a restart under the cut limit would get the signal before
+  // its handlers are in place, and USR2's default action kills). The second run
+  // is cut the same way, gets the signal again and stops at the cap.
+  constexpr int kLead = 120;
   const Cluster& c = Cluster::get();
   CancelAll cancel;
   TempDir tmp;
   const std::string fake = write_fake_mambamt(tmp);
   write_text(tmp.path("grid.toml"), "[sweep]\nname = \"probe\"\n");
   const std::string env = "MAMBAMT_BIN=" + fake + " MAMBAMT_PROBE_OUT=" + tmp.dir() +
-                          " MAMBAMT_FAKE_MODE=probe MAMBAMT_SIGNAL_LEAD=50 MAMBAMT_PROBE_MAX_REQUEUES=1 ";
-  const std::string job = c.submit("--time=2 --signal=B:USR2@50 --ntasks-per-node=2 --cpus-per-task=1 --chdir=" +
-                                   tmp.dir() + " --output=" + tmp.path("out") + " " + job_script("ablation_grid.slurm") +
-                                   " grid.toml --retry-failed",
+                          " MAMBAMT_FAKE_MODE=probe MAMBAMT_SIGNAL_LEAD=" + std::to_string(kLead) +
+                          " MAMBAMT_PROBE_MAX_REQUEUES=1 ";
+  const std::string job = c.submit("--time=30 --signal=B:USR2@" + std::to_string(kLead) +
+                                       " --ntasks-per-node=2 --cpus-per-task=1 --chdir=" + tmp.dir() +
+                                       " --output=" + tmp.path("out") + " " + job_script("ablation_grid.slurm") +
+                                       " grid.toml --retry-failed",
                                    env);
-  CHECK(c.wait_done(job, 400) == "COMPLETED");
+  // Waits for a file the probes write; without it, fails with the job's output so far.
+  const auto await = [&](const std::string& name, int timeout_s) {
+    if (!wait_for_file(tmp.path(name), timeout_s))
+      FAIL("no " << name << " after " << timeout_s << " s; the job's output:\n" << read_text(tmp.path("out")));
+  };
+  for (const std::string run : {"0", "1"}) {
+    INFO("run " << run);
+    await("ready." + run + ".0", 120);
+    await("ready." + run + ".1", 30);
+    const int left = c.cut_time_limit(job, kLead);
+    INFO(left << " s left at the cut limit");
+    await("probe." + run + ".0", 60);
+    if (run == "0") c.set_time_limit(job, 30);
+  }
+  CHECK(c.wait_done(job, 120) == "COMPLETED");
   const std::string out = read_text(tmp.path("out"));
   INFO(out);
   INFO(read_text(tmp.path("calls")));
@@ -259,7 +278,7 @@ TEST_CASE("ablation_grid.slurm: the time-limit signal reaches the ranks, rank 0 
   CHECK(first["reason"] == "time_limit");
   CHECK(first["requeue"] == "yes");
   CHECK(std::stoi(first["seconds_left"]) > 0);
-  CHECK(std::stoi(first["seconds_left"]) <= 50 + 60);
+  CHECK(std::stoi(first["seconds_left"]) <= kLead);
   CHECK(read_kv(tmp.path("probe.0.1"))["signal"] == "USR2");
   // Second run: SLURM_RESTART_COUNT=1, the signal again, the cap reached.
   auto second = read_kv(tmp.path("probe.1.0"));

@@ -299,19 +299,17 @@ TEST_CASE("submit_sweep.sh submits nothing when the grid's data does not prepare
 TEST_CASE("the real sweep under a time limit shorter than the sweep: signal, checkpoint, requeue, every experiment "
           "completed once",
           "[slurm]") {
-  // Slurm's time-limit check runs every 30 s and sends --signal=B:USR2@LEAD at
-  // the first check with at most LEAD + 30 s left: with --time=2 and LEAD 60 the
-  // signal comes 30 to 60 s into each run. Two experiments, one per rank, sized
-  // to about 150 s of training at the speed measured just before (machines and
-  // their load differ tenfold; a compile beside the calibration once made it
-  // 1.9x slow, and 80 s of training ended before the signal) need longer than
-  // that, so the first run is cut:
-  // both ranks checkpoint, rank 0 sees the time limit and requeues, and the job
-  // comes back (restart 1) to resume both from their checkpoints. A run may be
-  // cut again before the end; every run moves the sweep forward, and the
-  // requeue cap (8) leaves room.
-  constexpr int kLead = 60;
-  constexpr double kSweepSeconds = 150;
+  // Two experiments, one per rank, sized to about 90 s of training at the
+  // speed measured just before (machines and their load differ tenfold; a
+  // compile beside the calibration once made it 1.9x slow), under
+  // --signal=B:USR2@120 and a limit far away. Once both have a checkpoint the
+  // test cuts the job's limit (Cluster::cut_time_limit): Slurm's next
+  // time-limit check, at most 30 s later, sends the signal, both ranks
+  // checkpoint, rank 0 sees the time limit and requeues, and the test gives
+  // the limit back before the job comes back (restart 1) to resume both from
+  // their checkpoints and finish.
+  constexpr int kLead = 120;
+  constexpr double kSweepSeconds = 90;
   const Cluster& c = Cluster::get();
   CancelJobs cancel;
   const double rate = tiny_steps_per_second(c);
@@ -319,9 +317,28 @@ TEST_CASE("the real sweep under a time limit shorter than the sweep: signal, che
   INFO(rate << " steps/s: " << steps << " steps per experiment");
   TinySweep s("[grid]\nmodel.d_state = [4, 8]\n", "max_requeues = 8\n", steps, 100, 50);
   const std::string job = cancel.add(submit_sweep(
-      c, s, s.tmp.path("out"), "--time=2 --signal=B:USR2@" + std::to_string(kLead),
+      c, s, s.tmp.path("out"), "--time=30 --signal=B:USR2@" + std::to_string(kLead),
       "MAMBAMT_SIGNAL_LEAD=" + std::to_string(kLead)));
-  const std::string state = c.wait_done(job, 900);
+  // Both training, each with a checkpoint.
+  const auto checkpointed = [&] {
+    const auto all = stores_now(s.run_dir);
+    if (all.size() < 2) return false;
+    for (const auto& [id, st] : all)
+      if (core::CheckpointDir(s.run_dir + "/exp/" + id + "/ckpt").steps().empty()) return false;
+    return true;
+  };
+  const auto wait_until = [](const auto& done, int timeout_s) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!done() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return done();
+  };
+  if (!wait_until(checkpointed, 300)) FAIL("no checkpoint of both experiments; the job's output:\n" << tail(read_text(s.tmp.path("out"))));
+  const int left = c.cut_time_limit(job, kLead);
+  INFO(left << " s left at the cut limit");
+  const auto decided = [&] { return read_text(s.tmp.path("out")).find("stop: time_limit;") != std::string::npos; };
+  if (!wait_until(decided, 90)) FAIL("no time-limit stop; the job's output:\n" << tail(read_text(s.tmp.path("out"))));
+  c.set_time_limit(job, 30);
+  const std::string state = c.wait_done(job, 600);
   const std::string out = read_text(s.tmp.path("out"));
   INFO(tail(out, 8000));
   CHECK(state == "COMPLETED");
