@@ -10,13 +10,13 @@
 #include "core/config.h"
 #include "core/device.h"
 #include "kernels/isa.h"
-#include "mambamt_version.h"
+#include "core/version.h"
 
 namespace mambamt::cli {
 
 std::string version_text() {
   std::ostringstream out;
-  out << "mambamt " << MAMBAMT_VERSION << " (git " << MAMBAMT_GIT_REVISION << ")\n";
+  out << "mambamt " << core::version() << " (git " << core::git_revision() << ")\n";
   out << "LibTorch " << TORCH_VERSION << ", CUDA " << (core::torch_has_cuda() ? "built in" : "not built in");
   int gpus = core::cuda_device_count();
   out << ", " << gpus << " GPU" << (gpus == 1 ? "" : "s") << " visible\n";

@@ -10,7 +10,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/fs.h"
-#include "mambamt_version.h"
+#include "core/version.h"
 
 namespace mambamt::core {
 
@@ -118,8 +118,8 @@ std::map<std::string, std::string> system_info(const torch::Device& device) {
   info["allocator"] = allocator_name();
   info["gpus"] = std::to_string(cuda_device_count());
   info["device"] = device.str();
-  info["mambamt_version"] = MAMBAMT_VERSION;
-  info["git_revision"] = MAMBAMT_GIT_REVISION;
+  info["mambamt_version"] = version();
+  info["git_revision"] = git_revision();
   return info;
 }
 

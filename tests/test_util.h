@@ -13,8 +13,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "mambamt_test_paths.h"
-
 // A fresh directory under $TMPDIR, removed at scope exit (kept when the
 // environment has MAMBAMT_KEEP_TMP=1, for debugging).
 class TempDir {
@@ -73,15 +71,28 @@ inline CommandResult run_shell(const std::string& cmd) {
 
 inline std::string run_command(const std::string& cmd) { return run_shell(cmd).output; }
 
-// The repository root and the built binary (set by CTest for every test).
+// The build directory of this test binary (<build>/tests/test_<folder>), for
+// a test run by hand. Found at run time, not compiled in: an object that
+// names its checkout's path would miss ccache in every other clone.
+inline std::string test_build_dir() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path().string();
+}
+
+// The repository root and the built binary: set by CTest for every test; by
+// hand, the source tree CMake's cache names and <build>/bin/mambamt.
 inline std::string source_dir() {
-  const char* s = std::getenv("MAMBAMT_SOURCE_DIR");
-  return s ? s : MAMBAMT_SOURCE_DIR_FALLBACK;
+  if (const char* s = std::getenv("MAMBAMT_SOURCE_DIR")) return s;
+  const std::string cache = test_build_dir() + "/CMakeCache.txt";
+  std::ifstream in(cache);
+  const std::string key = "CMAKE_HOME_DIRECTORY:INTERNAL=";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return line.substr(key.size());
+  throw std::runtime_error("no MAMBAMT_SOURCE_DIR and no " + key + " in " + cache);
 }
 
 inline std::string mambamt_binary() {
-  const char* s = std::getenv("MAMBAMT_BINARY");
-  return s ? s : MAMBAMT_BINARY_FALLBACK;
+  if (const char* s = std::getenv("MAMBAMT_BINARY")) return s;
+  return test_build_dir() + "/bin/mambamt";
 }
 
 // An environment variable set (or, with `value` null, unset) for a scope;
