@@ -223,6 +223,81 @@ TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from i
   CHECK(seen.at(1) == 1);
 }
 
+TEST_CASE("a worker stopped without dying (SIGSTOP): its heartbeat stops, its experiment is marked interrupted and "
+          "the sweep goes on",
+          "[orchestrator][mpi]") {
+  // Two long points first (order = "cost"), one per rank, then a short one.
+  // Rank 1's training process is stopped once it has a checkpoint: rank 0's
+  // coordinator hears nothing from it for heartbeat_timeout, marks its
+  // experiment interrupted, and rank 0 trains the rest. The job then ends every
+  // rank (the stopped one would hang MPI_Finalize) with exit 1, and the
+  // resubmission resumes the stopped experiment from its checkpoint.
+  // heartbeat_seconds is 1 (Sweep), the timeout 4.
+  Sweep s("[grid]\ntrain.max_steps = [150, 151, 20]\n",
+          "seeds = [1]\nretries = 0\norder = \"cost\"\nheartbeat_timeout = 4.0\n", 150, 10);
+  const pid_t job = spawn(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
+  std::string stopped_id;
+  pid_t stopped = 0;
+  for (int i = 0; i < 3000 && stopped == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const pid_t rank1 = rank_pid(1);
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(s.run_dir + "/exp", ec); rank1 > 0 && !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      if (core::CheckpointDir(it->path().string() + "/ckpt").steps().empty()) continue;
+      try {
+        const auto st = core::ExperimentStore::read(it->path().string() + "/store.h5");
+        if (st.status.state != core::RunState::running || st.status.pid != rank1) continue;
+        if (::kill(rank1, SIGSTOP) == 0) {
+          stopped = rank1;
+          stopped_id = it->path().filename().string();
+        }
+        break;
+      } catch (...) {
+      }
+    }
+  }
+  INFO(read_text(s.tmp.path("first.log")));
+  REQUIRE(stopped > 0);
+  // While rank 0 trains on, the coordinator's mark is in the store. (When the
+  // job ends, mpirun's signals reach the stopped rank: it may checkpoint and
+  // write a status of its own before it is killed.)
+  core::StoreSnapshot marked;
+  for (int i = 0; i < 600 && marked.status.state != core::RunState::interrupted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    try {
+      marked = core::ExperimentStore::read(s.run_dir + "/exp/" + stopped_id + "/store.h5");
+    } catch (const std::exception&) {  // being committed
+    }
+  }
+  CHECK(marked.status.state == core::RunState::interrupted);
+  CHECK(marked.status.last_error.find("rank 1 sent no heartbeat for") != std::string::npos);
+  const int code = wait_exit(job, 300);
+  ::kill(stopped, SIGKILL);  // gone already with the job, unless mpirun left it
+  wait_ranks_gone();
+  const std::string log = read_text(s.tmp.path("first.log"));
+  INFO(log);
+  CHECK(code == 1);
+  CHECK(std::regex_search(log, std::regex("lost " + stopped_id + R"(\b.*: rank 1 sent no heartbeat for)")));
+  CHECK(std::regex_search(log, std::regex(R"(sweep \S+: 2 of 3 completed, 0 failed, 1 left)")));
+  const auto all = stores(s.run_dir);
+  REQUIRE(all.size() == 3);
+  for (const auto& [id, st] : all) {
+    INFO(id);
+    // The stopped one as the coordinator marked it, or as the stopped rank
+    // left it when mpirun's signals reached it.
+    if (id != stopped_id) CHECK(st.status.state == core::RunState::completed);
+  }
+
+  const auto again = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(again.output);
+  REQUIRE(again.code == 0);
+  const core::StoreSnapshot done = core::ExperimentStore::read(s.run_dir + "/exp/" + stopped_id + "/store.h5");
+  CHECK(done.status.state == core::RunState::completed);
+  CHECK(done.status.attempts == 2);
+  CHECK(read_text(s.run_dir + "/exp/" + stopped_id + "/log.txt").find("resumed from") != std::string::npos);
+}
+
 TEST_CASE("the coordinator killed: the resubmission finishes the rest and rewrites no completed store",
           "[orchestrator][mpi]") {
   Sweep s("[grid]\nmodel.d_state = [4, 8, 16, 32]\n", "seeds = [1]\nretries = 0\norder = \"grid\"\n", 12, 4);
