@@ -70,7 +70,7 @@ TEST_CASE("causal_conv1d float32 and bfloat16", "[kernels]") {
   auto r32 = k::causal_conv1d(x, w, o);
   auto r16 = k::causal_conv1d(x.to(torch::kBFloat16), w, o);
   CHECK(r16.y.scalar_type() == torch::kBFloat16);
-  MAMBAMT_CHECK_CLOSE(r16.y, r32.y, 3e-2, 3e-2);
+  MAMBAMT_CHECK_ALLCLOSE(r16.y, r32.y, 1e-2, 1e-2);
 }
 
 TEST_CASE("causal_conv1d_step run L times equals causal_conv1d", "[kernels]") {
