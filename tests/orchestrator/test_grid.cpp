@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/hdf5.h"
 #include "core/store.h"
 #include "orchestrator/claim.h"
@@ -365,6 +366,64 @@ TEST_CASE("point states follow the stores and status reports them", "[orchestrat
   // A directory that holds no sweep is not reported as an empty one.
   std::filesystem::create_directories(tmp.path("empty"));
   CHECK_THROWS_WITH(status_report(tmp.path("empty")), Catch::Contains("not a run directory"));
+}
+
+TEST_CASE("status's ETA: the running experiments' remaining steps at their own pace, the mean completed time per "
+          "experiment left, over the running ones",
+          "[orchestrator]") {
+  TempDir tmp;
+  std::string text = std::string(kGrid);
+  text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
+  RunDirectory dir = prepare_run_directory(g, false);
+  write_sweep_record(dir.sweep_file(), sweep_record_for(g));
+  const size_t n = g.points.size();
+  REQUIRE(n == 12);
+  auto make = [&](size_t i, core::RunState state, double started, double finished, int64_t step) {
+    const std::string path = dir.store_path(g.points[i].id);
+    fs::create_directories(dir.exp_dir(g.points[i].id));
+    auto st = fs::exists(path) ? core::ExperimentStore::open(path)
+                               : core::ExperimentStore::create(path, {g.points[i].id, g.points[i].name, "g", ""});
+    core::StoreStatus s = st.status();
+    s.state = state;
+    s.attempts = 1;
+    s.started = started;
+    s.finished = finished;
+    s.step = step;
+    s.total_steps = 100;
+    st.set_status(s);
+    st.commit();
+  };
+  // Nothing completed yet: no mean, so no ETA.
+  const double now = core::unix_time();
+  make(0, core::RunState::running, now - 300, 0, 75);
+  std::string report = status_report(dir.root());
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("\nETA - at the current parallelism (1 running, no experiment finished yet)\n"));
+
+  // Completed in 100 s and 300 s: 200 s each for the 9 left to start (8
+  // without a store, 1 interrupted); the running one has done 75 of its 100
+  // steps in 300 s, so 100 s to go. One running: (100 + 9 * 200) / 1 s.
+  make(1, core::RunState::completed, 1000, 1100, 100);
+  make(2, core::RunState::completed, 2000, 2300, 100);
+  make(3, core::RunState::interrupted, 3000, 0, 40);
+  report = status_report(dir.root());
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("\nETA 31m40s at the current parallelism (1 running, mean 3m20s per experiment)\n"));
+
+  // A second one running (50 of 100 steps in 100 s: 100 s to go) leaves 8 to
+  // start, at two at a time: (100 + 100 + 8 * 200) / 2 s.
+  make(4, core::RunState::running, core::unix_time() - 100, 0, 50);
+  report = status_report(dir.root());
+  INFO(report);
+  CHECK_THAT(report, Catch::Contains("\nETA 15m00s at the current parallelism (2 running, mean 3m20s per experiment)\n"));
+
+  // Nothing left: no ETA line.
+  for (size_t i = 0; i < n; ++i) make(i, core::RunState::completed, 1000, 1100, 100);
+  report = status_report(dir.root());
+  INFO(report);
+  CHECK(report.find("ETA") == std::string::npos);
+  CHECK_THAT(report, Catch::Contains("12 experiments: 12 completed"));
 }
 
 TEST_CASE("configs/demo.toml expands into its 8 points, every one valid, one axis at a time", "[orchestrator][grid]") {
