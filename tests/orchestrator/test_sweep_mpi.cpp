@@ -584,8 +584,9 @@ TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops betwe
           "older results, and the next --reevaluate does it",
           "[orchestrator][mpi]") {
   // One point whose evaluation takes long enough to be signalled in: a wider
-  // model decoding 200 test documents with a beam of 4.
-  Sweep s("[grid]\nmodel.d_model = [192]\ndata.synthetic.test_docs = [200]\neval.max_examples = [0]\n"
+  // model decoding 80 test documents with a beam of 4 (several seconds; the
+  // signal comes a second after the evaluation has started).
+  Sweep s("[grid]\nmodel.d_model = [192]\ndata.synthetic.test_docs = [80]\neval.max_examples = [0]\n"
           "eval.beam_size = [4]\n",
           "seeds = [1]\nretries = 0\ncheckpoint_signal = \"USR2\"\n", 4, 2);
   auto first = run_shell(mpirun(2) + mambamt_binary() + " sweep " + s.grid_path);
