@@ -272,7 +272,7 @@ TEST_CASE("alignment error rate: a Transformer trained on the synthetic corpus a
     ov.emplace_back(k, v);
     return ov;
   };
-  const core::StoreSnapshot trained = evaluated("trained", with(transformer, "train.max_steps", "1200"));
+  const core::StoreSnapshot trained = evaluated("trained", with(transformer, "train.max_steps", "600"));
   const core::StoreSnapshot untrained = evaluated("untrained", with(transformer, "train.max_steps", "4"));
   for (const core::StoreSnapshot* s : {&trained, &untrained}) {
     REQUIRE(s->tables.count("alignment/by_layer"));
