@@ -20,6 +20,7 @@ else()
   find_package(HDF5 REQUIRED COMPONENTS C)
 endif()
 find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 find_package(tomlplusplus QUIET)
 find_package(PkgConfig REQUIRED)
 if(NOT tomlplusplus_FOUND)
@@ -47,7 +48,7 @@ endif()
 # loads with dlopen (data/CMakeLists.txt, data/detail/spm_api.h), because its
 # bundled protobuf-lite and LibTorch's libprotobuf cannot share one program.
 target_link_libraries(mambamt_deps INTERFACE
-  ${TORCH_LIBRARIES} MPI::MPI_CXX spdlog::spdlog Threads::Threads)
+  ${TORCH_LIBRARIES} MPI::MPI_CXX spdlog::spdlog nlohmann_json::nlohmann_json Threads::Threads)
 if(tomlplusplus_FOUND)
   target_link_libraries(mambamt_deps INTERFACE tomlplusplus::tomlplusplus)
 else()

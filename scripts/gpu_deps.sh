@@ -19,6 +19,7 @@ PKGS=(
   libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libsz2 libaec0 hdf5-tools hdf5-helpers
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libtomlplusplus-dev libtomlplusplus3
+  nlohmann-json3-dev
   libsentencepiece-dev libsentencepiece0
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 libhwloc15
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 ibverbs-providers

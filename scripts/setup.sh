@@ -10,6 +10,7 @@ PACKAGES=(
   libhdf5-dev hdf5-tools                    # stores and checkpoints (h5dump)
   libsentencepiece-dev                      # tokenizer
   libtomlplusplus-dev libspdlog-dev catch2  # config, logging, tests
+  nlohmann-json3-dev                        # JSON (results/json.h)
   libjemalloc-dev                           # the programs' malloc (cmake/Allocator.cmake)
   slurm-wlm munge                           # the real one-node cluster of the tests
   librsvg2-bin                              # rsvg-convert: tests render plots to PNG
