@@ -13,6 +13,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/fs.h"
 #include "core/store.h"
 #include "data/corpus.h"
 #include "results/bleu.h"
@@ -260,11 +261,11 @@ System run_reference(const Options& o, const std::string& spm_model, const std::
       const int rc = std::system(command.c_str());
       if (rc != 0) throw Error("the reference trainer failed (exit status " + std::to_string(rc) + "); see " + log);
     }
-    const results::JsonValue j = results::read_json_file(dir + "/reference.json");
-    s.updates = j.at("updates").as_int();
-    s.parameters = j.at("parameters").as_int();
-    s.seconds = j.at("train_seconds").as_number() + j.at("decode_seconds").as_number();
-    for (const auto& p : j.at("losses").as_array()) s.losses.emplace_back(p[0].as_int(), p[1].as_number());
+    const nlohmann::ordered_json j = results::read_json_file(dir + "/reference.json");
+    s.updates = j.at("updates").get<int64_t>();
+    s.parameters = j.at("parameters").get<int64_t>();
+    s.seconds = j.at("train_seconds").get<double>() + j.at("decode_seconds").get<double>();
+    for (const auto& p : j.at("losses")) s.losses.emplace_back(p.at(0).get<int64_t>(), p.at(1).get<double>());
     score(s, read_lines(dir + "/hyp.txt"), refs, dir + "/hyp.txt");
     s.ok = true;
   } catch (const std::exception& e) {
@@ -311,12 +312,12 @@ int run_learn_bench(const std::vector<std::string>& args, std::ostream& out) {
   for (int64_t a : at)
     if (a <= o.steps) out << "---:|";
   out << "\n";
-  results::JsonValue json = results::JsonValue::object();
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
   json["corpus"] = fs::absolute(o.corpus).lexically_normal().string();
   json["steps"] = o.steps;
   json["threads"] = o.threads;
   json["init"] = o.init;
-  json["systems"] = results::JsonValue::array();
+  json["systems"] = nlohmann::ordered_json::array();
   int rc = 0;
   for (const System& s : systems) {
     if (!s.ok) {
@@ -329,7 +330,7 @@ int run_learn_bench(const std::vector<std::string>& args, std::ostream& out) {
         if (a <= o.steps) out << " " << fmt("%.3f", loss_at(s, a)) << " |";
       out << "\n";
     }
-    results::JsonValue row = results::JsonValue::object();
+    nlohmann::ordered_json row = nlohmann::ordered_json::object();
     row["system"] = s.name;
     row["ok"] = s.ok;
     if (!s.ok) row["error"] = s.error;
@@ -338,13 +339,13 @@ int run_learn_bench(const std::vector<std::string>& args, std::ostream& out) {
     row["bleu"] = s.bleu;
     row["chrf"] = s.chrf;
     row["seconds"] = s.seconds;
-    results::JsonValue losses = results::JsonValue::array();
-    for (const auto& [step, v] : s.losses) losses.push_back(results::JsonValue::Array{step, v});
+    nlohmann::ordered_json losses = nlohmann::ordered_json::array();
+    for (const auto& [step, v] : s.losses) losses.push_back(nlohmann::ordered_json::array({step, v}));
     row["losses"] = losses;
     json["systems"].push_back(row);
   }
   const std::string path = (fs::path(o.out) / "learn.json").string();
-  results::write_json_file(path, json);
+  core::write_file_atomic(path, results::dump_json(json) + "\n");
   out << "\nlosses: mean label-smoothed cross-entropy per target token over the " << o.log_every
       << " updates up to the step; BLEU: sacreBLEU 13a, chrF2: sacreBLEU's default; written to " << path << "\n";
   return rc;

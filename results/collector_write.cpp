@@ -18,6 +18,8 @@ namespace fs = std::filesystem;
 namespace mambamt::results {
 namespace {
 
+using Json = nlohmann::ordered_json;
+
 namespace h5 = core::h5;
 using detail::PlotFile;
 using detail::SweepView;
@@ -235,9 +237,9 @@ void write_summary_h5(const std::string& path, const SweepData& sweep, const std
 
 // ---- JSON -------------------------------------------------------------------
 
-JsonValue summary_json(const SweepData& sweep, const std::string& test_set,
-                       const std::map<std::string, std::int64_t>& counts, const std::vector<ReportTable>& tables) {
-  JsonValue j = JsonValue::object();
+Json summary_json(const SweepData& sweep, const std::string& test_set,
+                  const std::map<std::string, std::int64_t>& counts, const std::vector<ReportTable>& tables) {
+  Json j = Json::object();
   j["format"] = "mambamt-summary";
   j["sweep"] = sweep.name;
   j["run_dir"] = sweep.run_dir;
@@ -245,17 +247,17 @@ JsonValue summary_json(const SweepData& sweep, const std::string& test_set,
   j["design"] = sweep.design;
   j["test_set"] = test_set;
   j["partial"] = counts.at("completed") < counts.at("total");
-  JsonValue c = JsonValue::object();
-  for (auto& [state, n] : counts) c[state] = JsonValue(static_cast<long long>(n));
+  Json c = Json::object();
+  for (auto& [state, n] : counts) c[state] = n;
   j["counts"] = c;
-  JsonValue problems = JsonValue::array();
+  Json problems = Json::array();
   for (auto& p : sweep.problems) problems.push_back(p);
   j["problems"] = problems;
-  JsonValue axes = JsonValue::array();
+  Json axes = Json::array();
   for (auto& a : sweep.axes) {
-    JsonValue ja = JsonValue::object();
+    Json ja = Json::object();
     ja["key"] = a.key;
-    JsonValue vals = JsonValue::array();
+    Json vals = Json::array();
     for (auto& v : a.values) vals.push_back(v);
     ja["values"] = vals;
     ja["base"] = a.base;
@@ -263,13 +265,13 @@ JsonValue summary_json(const SweepData& sweep, const std::string& test_set,
     axes.push_back(ja);
   }
   j["axes"] = axes;
-  JsonValue points = JsonValue::array();
+  Json points = Json::array();
   for (auto& p : sweep.points) {
-    JsonValue jp = JsonValue::object();
+    Json jp = Json::object();
     jp["id"] = p.id;
     jp["name"] = p.name;
     jp["variant"] = p.variant;
-    jp["seed"] = JsonValue(static_cast<long long>(p.seed));
+    jp["seed"] = p.seed;
     jp["state"] = p.state;
     for (size_t k = 0; k < sweep.axes.size() && k < p.axis_values.size(); ++k) jp[sweep.axes[k].key] = p.axis_values[k];
     jp["error"] = p.error;
@@ -277,15 +279,15 @@ JsonValue summary_json(const SweepData& sweep, const std::string& test_set,
     points.push_back(jp);
   }
   j["points"] = points;
-  JsonValue jt = JsonValue::object();
+  Json jt = Json::object();
   for (auto& t : tables) {
-    JsonValue one = JsonValue::object();
+    Json one = Json::object();
     one["title"] = t.title;
     one["caption"] = t.caption;
     one["row_title"] = t.row_title;
-    JsonValue cols = JsonValue::array();
+    Json cols = Json::array();
     for (auto& col : t.columns) {
-      JsonValue jc = JsonValue::object();
+      Json jc = Json::object();
       jc["key"] = col.key;
       jc["title"] = col.title;
       jc["better"] = col.better == Better::kHigher ? "higher" : col.better == Better::kLower ? "lower" : "none";
@@ -535,10 +537,10 @@ CollectReport collect(const CollectOptions& options, std::ostream& log) {
   }
   if (wants(options, "json")) {
     for (auto& t : tables) {
-      put("tables/" + detail::file_stem(t.name) + ".json", to_json(table_records(t)) + "\n");
+      put("tables/" + detail::file_stem(t.name) + ".json", dump_json(table_records(t)) + "\n");
       table_files.push_back("tables/" + detail::file_stem(t.name) + ".json");
     }
-    put("summary.json", to_json(summary_json(sweep, test_set, report.counts, tables)) + "\n");
+    put("summary.json", dump_json(summary_json(sweep, test_set, report.counts, tables)) + "\n");
     table_files.push_back("summary.json");
   }
 

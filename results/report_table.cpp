@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 namespace mambamt::results {
 namespace {
 
@@ -43,7 +45,9 @@ std::string md_escape(const std::string& s) {
 
 std::string number_or_empty(double v) { return std::isfinite(v) ? shortest_number(v) : std::string(); }
 
-JsonValue number_or_null(double v) { return std::isfinite(v) ? JsonValue(v) : JsonValue(); }
+nlohmann::ordered_json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+}
 
 }  // namespace
 
@@ -203,10 +207,10 @@ std::string table_csv(const ReportTable& table) {
   return out.str();
 }
 
-JsonValue table_records(const ReportTable& table) {
-  JsonValue records = JsonValue::array();
+nlohmann::ordered_json table_records(const ReportTable& table) {
+  nlohmann::ordered_json records = nlohmann::ordered_json::array();
   for (auto& row : table.rows) {
-    JsonValue r = JsonValue::object();
+    nlohmann::ordered_json r = nlohmann::ordered_json::object();
     r[table.row_title.empty() ? "row" : table.row_title] = row.key;
     r["label"] = row.label;
     r["status"] = row.status;
@@ -217,7 +221,7 @@ JsonValue table_records(const ReportTable& table) {
       r[col.key] = number_or_null(cell.reference ? 0.0 : cell.mean);
       if (!col.relative) {
         r[col.key + "_std"] = number_or_null(cell.std);
-        r[col.key + "_n"] = JsonValue(static_cast<long long>(cell.n));
+        r[col.key + "_n"] = cell.n;
         r[col.key + "_best"] = cell.best;
       }
     }

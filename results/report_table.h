@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "results/json.h"
+#include <nlohmann/json_fwd.hpp>
 
 namespace mambamt::results {
 
@@ -84,7 +84,7 @@ std::string format_value(const ReportColumn& column, const ReportCell& cell);
 // \usepackage{booktabs,graphicx} in the document).
 std::string table_markdown(const ReportTable& table);
 std::string table_csv(const ReportTable& table);
-JsonValue table_records(const ReportTable& table);
+nlohmann::ordered_json table_records(const ReportTable& table);
 std::string table_latex(const ReportTable& table);
 
 // Escapes text for LaTeX (specials, backslash, ~ and ^; "–" becomes --).

@@ -944,22 +944,22 @@ TEST_CASE("collector: CSV reads back with the same numbers", "[results][collecto
 
 TEST_CASE("collector: JSON reads back", "[results][collector]") {
   const Collected* c = shared_collect();
-  const JsonValue rec = read_json_file((c->out / "tables" / "ablation_model.attention_ratio.json").string());
+  const auto rec = read_json_file((c->out / "tables" / "ablation_model.attention_ratio.json").string());
   REQUIRE(rec.is_array());
   REQUIRE(rec.size() == 2);
-  CHECK(rec[1].at("model.attention_ratio").as_string() == "0.125");
-  CHECK(rec[1].at("bleu").as_number() == Approx(31));
-  CHECK(rec[1].at("bleu_n").as_int() == 2);
-  CHECK(rec[1].at("bleu_best").as_bool());
+  CHECK(rec[1].at("model.attention_ratio").get<std::string>() == "0.125");
+  CHECK(rec[1].at("bleu").get<double>() == Approx(31));
+  CHECK(rec[1].at("bleu_n").get<std::int64_t>() == 2);
+  CHECK(rec[1].at("bleu_best").get<bool>());
   CHECK(rec[std::size_t{0}].at("entity_recall").is_null());
-  CHECK(rec[std::size_t{0}].at("status").as_string() == "1 completed, 1 running");
+  CHECK(rec[std::size_t{0}].at("status").get<std::string>() == "1 completed, 1 running");
 
-  const JsonValue s = read_json_file((c->out / "summary.json").string());
-  CHECK(s.at("counts").at("failed").as_int() == 1);
-  CHECK(s.at("counts").at("unreadable").as_int() == 1);
+  const auto s = read_json_file((c->out / "summary.json").string());
+  CHECK(s.at("counts").at("failed").get<std::int64_t>() == 1);
+  CHECK(s.at("counts").at("unreadable").get<std::int64_t>() == 1);
   CHECK(s.at("points").size() == 12);
-  CHECK(s.at("tables").at("baselines").at("rows")[2].at("memory_vs_reference_pct").as_number() == Approx(-40));
-  CHECK(s.at("axes")[std::size_t{0}].at("key").as_string() == "model.attention_ratio");
+  CHECK(s.at("tables").at("baselines").at("rows")[2].at("memory_vs_reference_pct").get<double>() == Approx(-40));
+  CHECK(s.at("axes")[std::size_t{0}].at("key").get<std::string>() == "model.attention_ratio");
 }
 
 TEST_CASE("collector: summary.h5 holds the aggregated numbers", "[results][collector]") {
@@ -1308,9 +1308,9 @@ TEST_CASE("report tables: summaries, best marks and formats", "[results][collect
   CHECK(shortest_number(0.1) == "0.1");
   CHECK(shortest_number(31) == "31");
   CHECK(latex_escape("a_b & 5% #1 \u2013 \u00b1") == "a\\_b \\& 5\\% \\#1 -- $\\pm$");
-  const JsonValue j = table_records(t);
+  const nlohmann::ordered_json j = table_records(t);
   CHECK(j[1].at("b").is_null());
-  CHECK(j[std::size_t{0}].at("a_std").as_number() == Approx(std::sqrt(2.0)));
+  CHECK(j[std::size_t{0}].at("a_std").get<double>() == Approx(std::sqrt(2.0)));
 }
 
 TEST_CASE("collector: without a Transformer the baseline table has no columns relative to one",
