@@ -48,6 +48,21 @@ model.attention_ratio = 0.25
 model.d_state = 64
 )";
 
+// kGrid expanded, its run directory prepared under `dir` with its sweep record.
+struct GridRun {
+  ExpandedGrid g;
+  RunDirectory dir;
+  explicit GridRun(const std::string& dir_path)
+      : g(expand(dir_path)), dir(prepare_run_directory(g, false)) {
+    write_sweep_record(dir.sweep_file(), sweep_record_for(g));
+  }
+  static ExpandedGrid expand(const std::string& dir_path) {
+    std::string text = std::string(kGrid);
+    text.replace(text.find("[base]"), 6, "output_dir = \"" + dir_path + "\"\n\n[base]");
+    return expand_grid(core::parse_grid(text, "g.toml"));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a cartesian grid expands to the product times seeds, plus variants, minus excludes", "[orchestrator]") {
@@ -297,11 +312,9 @@ TEST_CASE("the sweep file round-trips its points", "[orchestrator]") {
 
 TEST_CASE("point states follow the stores and status reports them", "[orchestrator]") {
   TempDir tmp;
-  std::string text = std::string(kGrid);
-  text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");
-  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
-  RunDirectory dir = prepare_run_directory(g, false);
-  write_sweep_record(dir.sweep_file(), sweep_record_for(g));
+  GridRun run(tmp.dir());
+  const ExpandedGrid& g = run.g;
+  const RunDirectory& dir = run.dir;
   auto make = [&](size_t i, core::RunState state, int64_t attempts) {
     fs::create_directories(dir.exp_dir(g.points[i].id));
     auto st = core::ExperimentStore::create(dir.store_path(g.points[i].id), {g.points[i].id, g.points[i].name, "g", ""});
@@ -372,11 +385,9 @@ TEST_CASE("status's ETA: the running experiments' remaining steps at their own p
           "experiment left, over the running ones",
           "[orchestrator]") {
   TempDir tmp;
-  std::string text = std::string(kGrid);
-  text.replace(text.find("[base]"), 6, "output_dir = \"" + tmp.dir() + "\"\n\n[base]");
-  ExpandedGrid g = expand_grid(core::parse_grid(text, "g.toml"));
-  RunDirectory dir = prepare_run_directory(g, false);
-  write_sweep_record(dir.sweep_file(), sweep_record_for(g));
+  GridRun run(tmp.dir());
+  const ExpandedGrid& g = run.g;
+  const RunDirectory& dir = run.dir;
   const size_t n = g.points.size();
   REQUIRE(n == 12);
   auto make = [&](size_t i, core::RunState state, double started, double finished, int64_t step) {
