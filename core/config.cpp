@@ -651,6 +651,13 @@ void validate(ExperimentConfig& c, const std::string& source) {
     fail_on({"train.min_lr", "train.lr"}, "train.min_lr = " + format_double(t.min_lr) + " exceeds train.lr = " + format_double(t.lr));
 
   auto& e = c.eval;
+  // Averaging reads the checkpoints training kept; fewer would be averaged
+  // than asked, silently.
+  if (e.average_last > 1 && e.average_last > t.keep_checkpoints)
+    fail_on({"eval.average_last", "train.keep_checkpoints"},
+            "eval.average_last = " + std::to_string(e.average_last) + " averages more checkpoints than "
+                "train.keep_checkpoints = " + std::to_string(t.keep_checkpoints) +
+                " keeps: set train.keep_checkpoints = " + std::to_string(e.average_last) + " or more");
   if (e.nbest > e.beam_size)
     fail_on({"eval.nbest", "eval.beam_size"}, "eval.nbest = " + std::to_string(e.nbest) + " exceeds eval.beam_size = " +
                                                   std::to_string(e.beam_size));

@@ -155,6 +155,12 @@ TEST_CASE("config errors name file, line, column and key", "[core][config]") {
     CHECK(error_of("[data.synthetic]\nmin_sentences = 9\n") ==
           "x.toml:2:1: data.synthetic.min_sentences = 9 exceeds data.synthetic.max_sentences = 8");
     CHECK(error_of("[eval]\nbeam_size = 2\nnbest = 3\n") == "x.toml:3:1: eval.nbest = 3 exceeds eval.beam_size = 2");
+    // Averaging more checkpoints than training keeps (the default keeps 2).
+    CHECK(error_of("[eval]\naverage_last = 5\n") ==
+          "x.toml:2:1: eval.average_last = 5 averages more checkpoints than train.keep_checkpoints = 2 keeps: set "
+          "train.keep_checkpoints = 5 or more");
+    CHECK(error_of("[train]\nkeep_checkpoints = 3\n[eval]\naverage_last = 4\n").rfind("x.toml:4:1: eval.average_last = 4", 0) == 0);
+    CHECK(error_of("[train]\nkeep_checkpoints = 5\n[eval]\naverage_last = 5\n").empty());
     CHECK(error_of("[data]\ncontext_sentences = 3\n[eval]\nbeam_size = 4\nnbest = 2\ndoc_decode = \"sentences\"\n") ==
           "x.toml:5:1: eval.nbest = 2 with eval.doc_decode = \"sentences\": a document translated sentence by sentence "
           "continues from its best translation only, so it has no n-best lists (use eval.doc_decode = \"passages\" or "
