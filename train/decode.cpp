@@ -15,6 +15,20 @@
 namespace mambamt::train {
 
 namespace {
+thread_local const std::function<bool()>* current_stop = nullptr;
+}  // namespace
+
+StopScope::StopScope(std::function<bool()> should_stop) : should_stop_(std::move(should_stop)), outer_(current_stop) {
+  current_stop = should_stop_ ? &should_stop_ : outer_;
+}
+
+StopScope::~StopScope() { current_stop = outer_; }
+
+void check_stop() {
+  if (current_stop && (*current_stop)()) throw Stopped{};
+}
+
+namespace {
 
 using Clock = std::chrono::steady_clock;
 
@@ -83,6 +97,7 @@ std::vector<models::NBest> translate_examples_nbest(models::TranslationModel& mo
   for (size_t i = 0; i < examples.size(); ++i) sources[i].src = examples[i].src;
   core::FreePagesBound free_pages;  // batches of changing shapes (core/allocator.h)
   for (auto& b : eval_batches(sources, batch_tokens)) {
+    check_stop();
     data::Batch batch = eval_collate(sources, b, ids, device);
     const auto t0 = Clock::now();
     models::Prefixes batch_prefixes;
@@ -284,6 +299,7 @@ std::vector<double> score_pairs(models::TranslationModel& model, const std::vect
   AutocastGuard autocast(device, bf16);
   core::FreePagesBound free_pages;
   for (auto& b : eval_batches(pairs, max_tokens)) {
+    check_stop();
     data::Batch batch = eval_collate(pairs, b, ids, device);
     torch::Tensor lp = models::token_log_probs(model, batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out,
                                                batch.tgt_mask)

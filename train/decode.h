@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,29 @@
 #include "models/search.h"
 
 namespace mambamt::train {
+
+// A stop request honoured between batches: while a StopScope is open on this
+// thread, the batch loops of the evaluation's decoding and scoring
+// (translate_examples*, score_pairs) call check_stop(), which throws Stopped
+// once the scope's function says so. evaluate() opens one with its
+// should_stop, so a signal ends a long part (a test set's decoding, a
+// contrastive set) within a batch instead of at its end. Outside a scope
+// check_stop() does nothing.
+struct Stopped {};  // not a std::exception: no handler reports it as a failure
+
+class StopScope {
+ public:
+  explicit StopScope(std::function<bool()> should_stop);
+  ~StopScope();
+  StopScope(const StopScope&) = delete;
+  StopScope& operator=(const StopScope&) = delete;
+
+ private:
+  std::function<bool()> should_stop_;
+  const std::function<bool()>* outer_;
+};
+
+void check_stop();
 
 // The searches of an experiment's evaluation: its [eval] settings with
 // `beam_size` (n-best lists of eval.nbest hypotheses, at most beam_size); on

@@ -498,9 +498,13 @@ EvalParts eval_parts_named(const std::set<std::string>& names) {
   return p;
 }
 
-bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, const PreparedData& data,
-              const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
-              const TrainingFacts& facts, const EvalParts& parts, const std::function<bool()>& should_stop) {
+namespace {
+
+// The suite, part by part; `stop` is asked between them (and, through the
+// caller's StopScope, between the batches inside them).
+bool evaluate_parts(models::TranslationModel& model, const core::ExperimentConfig& c, const PreparedData& data,
+                    const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
+                    const TrainingFacts& facts, const EvalParts& parts, const std::function<bool()>& should_stop) {
   auto stop = [&] { return should_stop && should_stop(); };
   const data::Tokenizer& tok = *data.tokenizer;
   const auto& e = c.eval;
@@ -941,6 +945,22 @@ bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, 
     store.commit();
   }
   return true;
+}
+
+}  // namespace
+
+bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& c, const PreparedData& data,
+              const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
+              const TrainingFacts& facts, const EvalParts& parts, const std::function<bool()>& should_stop) {
+  // A stop inside a part leaves the store as the parts before it committed it:
+  // a part writes its results after its decoding and scoring.
+  StopScope scope(should_stop);
+  try {
+    return evaluate_parts(model, c, data, device, store, exp_dir, facts, parts, should_stop);
+  } catch (const Stopped&) {
+    spdlog::info("evaluation stopped within a part (stop request)");
+    return false;
+  }
 }
 
 }  // namespace mambamt::train

@@ -59,8 +59,9 @@ EvalParts eval_parts_named(const std::set<std::string>& names);
 // records the results in `store` (committed at the end of each part). Gated
 // cross-attention skips below eval.gate_skip throughout, and by what it did
 // before when it returns (models::GateSkipGuard).
-// `should_stop` is asked between parts (the checkpoint signal): returns false
-// when it stopped early.
+// `should_stop` is asked between parts and between the batches of a part's
+// decoding and scoring (the checkpoint signal, SIGTERM): returns false when it
+// stopped early, the store holding the parts committed before.
 bool evaluate(models::TranslationModel& model, const core::ExperimentConfig& config, const PreparedData& data,
               const torch::Device& device, core::ExperimentStore& store, const std::string& exp_dir,
               const TrainingFacts& facts, const EvalParts& parts = {},

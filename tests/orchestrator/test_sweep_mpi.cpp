@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <thread>
@@ -80,13 +81,16 @@ int wait_exit(pid_t pid, int seconds) {
   return -1;
 }
 
-// The pid of the sweep process with MPI rank `rank` (from /proc environments).
-pid_t rank_pid(int rank) {
+// The pid of the sweep process of `grid` with MPI rank `rank` (from /proc:
+// command lines and environments; a test's grid lies in its own temporary
+// directory, so another test's or user's sweep is never taken).
+pid_t rank_pid(const std::string& grid, int rank) {
   for (auto& e : fs::directory_iterator("/proc")) {
     std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::string cmdline = read_text(e.path().string() + "/cmdline");
-    if (cmdline.find("mambamt") == std::string::npos || cmdline.find("sweep") == std::string::npos) continue;
+    if (cmdline.find("mambamt") == std::string::npos || cmdline.find(std::string("sweep") + '\0' + grid) == std::string::npos)
+      continue;
     std::string env = read_text(e.path().string() + "/environ");
     if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos)
       return static_cast<pid_t>(std::stol(name));
@@ -96,9 +100,9 @@ pid_t rank_pid(int rank) {
 
 // After mpirun is gone its ranks may take a moment longer, and while one
 // lives it still holds its claims (a resubmission would skip them): waits
-// until no sweep process of rank 0 or 1 is left (at most a minute).
-void wait_ranks_gone() {
-  for (int i = 0; i < 600 && (rank_pid(0) > 0 || rank_pid(1) > 0); ++i)
+// until no sweep process of `grid` of rank 0 or 1 is left (at most a minute).
+void wait_ranks_gone(const std::string& grid) {
+  for (int i = 0; i < 600 && (rank_pid(grid, 0) > 0 || rank_pid(grid, 1) > 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
@@ -200,7 +204,7 @@ TEST_CASE("a worker killed mid-training: the resubmitted sweep resumes it from i
   ::kill(static_cast<pid_t>(running.status.pid), SIGKILL);
   int code = wait_exit(job, 300);
   CHECK(code != 0);
-  wait_ranks_gone();
+  wait_ranks_gone(s.grid_path);
   int64_t ckpt_step = *core::CheckpointDir(s.run_dir + "/exp/" + id + "/ckpt").latest_step();
   CHECK(ckpt_step > 0);
 
@@ -240,7 +244,7 @@ TEST_CASE("a worker stopped without dying (SIGSTOP): its heartbeat stops, its ex
   pid_t stopped = 0;
   for (int i = 0; i < 3000 && stopped == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const pid_t rank1 = rank_pid(1);
+    const pid_t rank1 = rank_pid(s.grid_path, 1);
     std::error_code ec;
     for (auto it = fs::directory_iterator(s.run_dir + "/exp", ec); rank1 > 0 && !ec && it != fs::directory_iterator();
          it.increment(ec)) {
@@ -274,7 +278,7 @@ TEST_CASE("a worker stopped without dying (SIGSTOP): its heartbeat stops, its ex
   CHECK(marked.status.last_error.find("rank 1 sent no heartbeat for") != std::string::npos);
   const int code = wait_exit(job, 300);
   ::kill(stopped, SIGKILL);  // gone already with the job, unless mpirun left it
-  wait_ranks_gone();
+  wait_ranks_gone(s.grid_path);
   const std::string log = read_text(s.tmp.path("first.log"));
   INFO(log);
   CHECK(code == 1);
@@ -314,11 +318,11 @@ TEST_CASE("the coordinator killed: the resubmission finishes the rest and rewrit
     }
   }
   REQUIRE(!completed.empty());
-  pid_t coordinator = rank_pid(0);
+  pid_t coordinator = rank_pid(s.grid_path, 0);
   REQUIRE(coordinator > 0);
   ::kill(coordinator, SIGKILL);
   CHECK(wait_exit(job, 300) != 0);
-  wait_ranks_gone();
+  wait_ranks_gone(s.grid_path);
   // Stores completed before the kill (re-read now: more may have finished).
   for (auto& [id, st] : stores(s.run_dir))
     if (st.status.state == core::RunState::completed) completed[id] = file_id(s.run_dir + "/exp/" + id + "/store.h5");
@@ -580,6 +584,59 @@ TEST_CASE("a point whose twin another job is training is left to that job, which
   }
 }
 
+TEST_CASE("SIGTERM during the evaluation of a sweep: it stops within the part, the store is interrupted with its "
+          "training, and the resubmission evaluates it",
+          "[orchestrator][mpi]") {
+  // A test set whose decoding takes seconds (a wider model, 80 documents, a
+  // beam of 4), SIGTERM to the rank at a random moment of the first second of
+  // the evaluation, as Slurm's step daemon delivers scancel's to every task
+  // (mpirun itself, given SIGTERM, kills its ranks a second after passing it on).
+  Sweep s("[grid]\nmodel.d_model = [192]\ndata.synthetic.test_docs = [80]\neval.max_examples = [0]\n"
+          "eval.beam_size = [4]\n",
+          "seeds = [1]\nretries = 0\n", 4, 2);
+  const pid_t job = spawn("exec env " + mpirun(1) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
+  bool evaluating = false;
+  for (int i = 0; i < 1200 && !evaluating; ++i) {
+    evaluating = read_text(s.tmp.path("first.log")).find("] evaluating ") != std::string::npos;
+    if (!evaluating) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(evaluating);
+  std::mt19937 rng(std::random_device{}());
+  const int delay_ms = std::uniform_int_distribution<int>(100, 1000)(rng);
+  INFO("SIGTERM " << delay_ms << " ms into the evaluation");
+  std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  const pid_t rank0 = rank_pid(s.grid_path, 0);
+  REQUIRE(rank0 > 0);
+  ::kill(rank0, SIGTERM);
+  const int code = wait_exit(job, 120);
+  wait_ranks_gone(s.grid_path);
+  const std::string log = read_text(s.tmp.path("first.log"));
+  INFO(log.substr(log.size() > 4000 ? log.size() - 4000 : 0));
+  CHECK(code == 3);
+  // Between two batches of the test set's decoding, not at the end of it.
+  CHECK_THAT(log, Catch::Contains("evaluation stopped within a part (stop request)"));
+  const auto first = stores(s.run_dir);
+  REQUIRE(first.size() == 1);
+  const std::string id = first.begin()->first;
+  const core::StoreSnapshot& st = first.begin()->second;
+  CHECK(st.status.state == core::RunState::interrupted);
+  CHECK(st.status.step == 4);
+  CHECK(st.scalars.count("evaluation/version") == 0);
+
+  const auto again = run_shell(mpirun(1) + mambamt_binary() + " sweep " + s.grid_path);
+  INFO(again.output.substr(again.output.size() > 3000 ? again.output.size() - 3000 : 0));
+  REQUIRE(again.code == 0);
+  const core::StoreSnapshot done = core::ExperimentStore::read(s.run_dir + "/exp/" + id + "/store.h5");
+  CHECK(done.status.state == core::RunState::completed);
+  CHECK(done.status.attempts == 2);
+  CHECK(done.scalars.at("evaluation/version") == core::kEvaluationVersion);
+  CHECK(done.scalars.count("test/bleu") == 1);
+  // The training was not done again: every logged step once.
+  std::map<int64_t, int> seen;
+  for (const auto& p : done.metrics.at("train_loss")) seen[p.step]++;
+  for (const auto& [step, n] : seen) CHECK(n == 1);
+}
+
 TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops between parts, the store keeps its "
           "older results, and the next --reevaluate does it",
           "[orchestrator][mpi]") {
@@ -610,7 +667,7 @@ TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops betwe
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(job, SIGUSR2);
   const int code = wait_exit(job, 300);
-  wait_ranks_gone();
+  wait_ranks_gone(s.grid_path);
   const std::string log = read_text(s.tmp.path("again.log"));
   INFO(log.substr(log.size() > 4000 ? log.size() - 4000 : 0));
   CHECK(code == 3);
