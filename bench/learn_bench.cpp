@@ -35,12 +35,13 @@ const char* const kLearnBenchHelp =
     "clipping at 1.0, label smoothing 0.1; both greedy-decode the test set and one scorer (sacreBLEU 13a BLEU "
     "and chrF2, results/) scores both. Other kinds train beside them with the same recipe at about the "
     "Transformer's parameter count: hybrid (6+6 layers, 1:7 attention middle+end), mamba (decoder-only, 12 "
-    "Mamba-2 layers), mamba-encdec (6 Bi-Mamba + 6 Mamba layers with cross-attention, no self-attention). "
+    "Mamba-2 layers), mamba-encdec (6 Bi-Mamba + 6 Mamba layers with cross-attention, no self-attention), "
+    "decoder-only (7 attention layers over source <boundary> target: the pure Mamba's framing with attention). "
     "The corpus is a directory with train.tsv, valid.tsv and test.tsv (src<TAB>tgt<TAB>doc): "
     "`python3 bench/learn/make_corpus.py --out DIR` builds one from the German message catalogs Debian "
     "installs. Options: --corpus DIR (required), --out DIR (runs/bench_learn; experiments and reference runs "
     "finished there with the same settings are scored again, not rerun), --steps N (2000), --kinds LIST (transformer; also hybrid, mamba, "
-    "mamba-encdec, or none), --no-reference, --python PATH (/usr/bin/python3), --reference-script PATH "
+    "mamba-encdec, decoder-only, or none), --no-reference, --python PATH (/usr/bin/python3), --reference-script PATH "
     "(bench/learn/reference.py under the working directory), --threads N (2), --init standard|normal (the "
     "mambamt models' model.init), --log-every N (50). Writes OUT/learn.json.";
 
@@ -74,7 +75,7 @@ struct System {
 };
 
 const std::vector<std::string>& known_kinds() {
-  static const std::vector<std::string> k = {"transformer", "hybrid", "mamba", "mamba-encdec"};
+  static const std::vector<std::string> k = {"transformer", "hybrid", "mamba", "mamba-encdec", "decoder-only"};
   return k;
 }
 
@@ -122,7 +123,7 @@ Options parse(const std::vector<std::string>& args) {
         for (const auto& n : known_kinds()) known = known || n == k;
         if (!known)
           throw UsageError(who + ": --kinds: unknown kind '" + k +
-                           "' (transformer, hybrid, mamba, mamba-encdec, or none)");
+                           "' (transformer, hybrid, mamba, mamba-encdec, decoder-only, or none)");
         o.kinds.push_back(k);
       }
     } else {
@@ -146,6 +147,8 @@ std::string model_lines(const std::string& kind) {
   if (kind == "transformer") return "kind = \"transformer\"\nenc_layers = 3\ndec_layers = 3\n" + common;
   if (kind == "hybrid") return "kind = \"hybrid\"\nenc_layers = 6\ndec_layers = 6\n" + common;
   if (kind == "mamba") return "kind = \"mamba\"\ndec_layers = 12\n" + common;
+  if (kind == "decoder-only")  // the pure Mamba's framing with attention layers only
+    return "kind = \"decoder_only\"\ndec_layers = 7\nattention_ratio = 1.0\n" + common;
   return "kind = \"hybrid\"\nenc_layers = 6\ndec_layers = 6\nattention_ratio = 0.0\n" + common;  // mamba-encdec
 }
 

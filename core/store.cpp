@@ -135,6 +135,7 @@ std::set<std::string> evaluation_parts_changed_since(int64_t version) {
       {4, {"alignment"}},
       {5, {"test_sets"}},
       {6, {"test_sets"}},
+      {7, {"test_sets"}},
   };
   std::set<std::string> out;
   for (const auto& [v, parts] : changed)

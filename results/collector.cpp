@@ -102,6 +102,8 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
     by_sentence.value = [set](const core::StoreSnapshot& s) { return sentence_chrf(s, set); };
     defs.push_back(by_sentence);
   }
+  // TER (stores since evaluation version 7).
+  if (any_value(set + "/ter")) defs.push_back({"ter", "TER", set + "/ter", 1, 2, Better::kLower, 1, ""});
   if (comet) defs.push_back({"comet", "COMET", set + "/comet", 1, 4, Better::kHigher, 1, ""});
   if (comet && passages && any_value(set + "/sentence_comet"))
     defs.push_back({"sentence_comet", "COMET by sentence", set + "/sentence_comet", 1, 4, Better::kHigher, 1, ""});

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <filesystem>
 #include <sstream>
 
@@ -342,6 +343,36 @@ std::string latex_document(const SweepData& sweep, const std::map<std::string, s
 
 // ---- report.md ------------------------------------------------------------------
 
+// sacreBLEU's signatures of the test set's scores (the stores' texts
+// signature.<set>.<metric>), as papers print them under their tables; a
+// signature that differs between completed stores is listed with each count.
+std::string signatures_markdown(const SweepData& sweep, const std::string& set) {
+  const std::vector<std::pair<std::string, std::string>> metrics = {
+      {"bleu", "BLEU"}, {"chrf", "chrF"}, {"chrfpp", "chrF++"}, {"ter", "TER"}};
+  std::ostringstream md;
+  for (const auto& [key, title] : metrics) {
+    std::map<std::string, int> signatures;
+    for (const SweepPoint& p : sweep.points) {
+      if (!p.store || p.state != "completed" || detail::outside_grid(sweep, p)) continue;
+      auto it = p.store->texts.find("signature." + set + "." + key);
+      if (it != p.store->texts.end()) ++signatures[it->second];
+    }
+    if (signatures.empty()) continue;
+    md << "- " << title << ": ";
+    bool first = true;
+    for (const auto& [signature, n] : signatures) {
+      md << (first ? "" : "; ") << "`" << signature << "`";
+      if (signatures.size() > 1) md << " (" << n << " experiment" << (n == 1 ? "" : "s") << ")";
+      first = false;
+    }
+    md << "\n";
+  }
+  const std::string list = md.str();
+  if (list.empty()) return "";
+  return "## Signatures\n\nThe scores of test set `" + set + "` (sacreBLEU's signature of each metric):\n\n" + list +
+         "\n";
+}
+
 std::string report_markdown(const SweepData& sweep, const std::string& test_set,
                             const std::map<std::string, std::int64_t>& counts, const std::vector<ReportTable>& tables,
                             const std::vector<PlotFile>& plots, const std::vector<std::string>& table_files,
@@ -412,6 +443,8 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     for (auto& t : tables) found = found || t.name == what;
     if (!found) md << "_No completed store has the results behind `" << what << "` yet._\n\n";
   }
+
+  md << signatures_markdown(sweep, test_set);
 
   if (!plots.empty()) {
     md << "## Plots\n\n";

@@ -1,6 +1,7 @@
 #include "results/references.h"
 
 #include "core/error.h"
+#include "core/version.h"
 
 namespace mambamt::results {
 
@@ -22,5 +23,7 @@ std::vector<std::string> segment_references(const ReferenceStreams& refs, std::s
   for (const auto& stream : refs) out.push_back(stream.at(i));
   return out;
 }
+
+std::string signature_version_field() { return std::string("version:mambamt-") + core::version() + "/sacrebleu-2.6"; }
 
 }  // namespace mambamt::results

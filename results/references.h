@@ -18,4 +18,11 @@ void check_reference_streams(std::string_view metric, std::size_t num_hypotheses
 // The references of segment i, one per stream.
 std::vector<std::string> segment_references(const ReferenceStreams& refs, std::size_t i);
 
+// The version field that completes a metric's signature (bleu_signature,
+// chrf_signature, ter_signature): the scores are mambamt's own implementation
+// of sacreBLEU 2.6's metrics (tests/results checks them against the values
+// sacreBLEU's test suite states), so the field names both,
+// "version:mambamt-<version>/sacrebleu-2.6".
+std::string signature_version_field();
+
 }  // namespace mambamt::results

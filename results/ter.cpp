@@ -423,4 +423,10 @@ TerScore sentence_ter(std::string_view hypothesis, const std::vector<std::string
   return ter_from_stats(ter_segment_stats(hypothesis, references, options));
 }
 
+std::string ter_signature(const TerOptions& options, int num_references) {
+  return "nrefs:" + std::to_string(num_references) + "|case:" + (options.case_sensitive ? "mixed" : "lc") +
+         "|tok:tercom|norm:" + (options.normalized ? "yes" : "no") + "|punct:" + (options.no_punct ? "no" : "yes") +
+         "|asian:" + (options.asian_support ? "yes" : "no");
+}
+
 }  // namespace mambamt::results

@@ -55,4 +55,8 @@ TerScore corpus_ter(const std::vector<std::string>& hypotheses, const ReferenceS
 TerScore sentence_ter(std::string_view hypothesis, const std::vector<std::string>& references,
                       const TerOptions& options = {});
 
+// sacreBLEU-style signature without the version field, e.g.
+// "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no".
+std::string ter_signature(const TerOptions& options, int num_references);
+
 }  // namespace mambamt::results

@@ -27,8 +27,10 @@
 #include "results/chrf.h"
 #include "results/entities.h"
 #include "results/length_buckets.h"
+#include "results/references.h"
 #include "results/resegment.h"
 #include "results/segments.h"
+#include "results/ter.h"
 #include "train/decode.h"
 #include "train/explain.h"
 #include "train/memory.h"
@@ -537,6 +539,15 @@ bool evaluate_parts(models::TranslationModel& model, const core::ExperimentConfi
       store.set_scalar(t.name + "/bleu", bleu);
       store.set_scalar(t.name + "/chrf", chrf);
       store.set_scalar(t.name + "/chrfpp", chrfpp);
+      const double ter = results::corpus_ter(hyps, refs).score;
+      store.set_scalar(t.name + "/ter", ter);
+      // What a paper prints beside the scores: sacreBLEU's signatures.
+      const int nrefs = static_cast<int>(refs.size());
+      const std::string version = "|" + results::signature_version_field();
+      store.set_text("signature." + t.name + ".bleu", results::bleu_signature(bo, nrefs) + version);
+      store.set_text("signature." + t.name + ".chrf", results::chrf_signature(co, nrefs) + version);
+      store.set_text("signature." + t.name + ".chrfpp", results::chrf_signature(cpp, nrefs) + version);
+      store.set_text("signature." + t.name + ".ter", results::ter_signature({}, nrefs) + version);
       // Per-segment statistics: the collector's paired tests against other experiments.
       if (!hyps.empty()) store.set_table(t.name + "/segments", results::segment_table(bleu_segs, chrf_segs, co));
       // Passages translated whole are also scored sentence by sentence, on the
@@ -610,8 +621,8 @@ bool evaluate_parts(models::TranslationModel& model, const core::ExperimentConfi
         store.set_text("comet", "eval.comet = \"off\"");
       }
       store.commit();
-      spdlog::info("test set {}: {} segments, BLEU {:.2f} chrF {:.2f} chrF++ {:.2f} ({:.1f} s)", t.name, hyps.size(),
-                   bleu, chrf, chrfpp, std::chrono::duration<double>(Clock::now() - t0).count());
+      spdlog::info("test set {}: {} segments, BLEU {:.2f} chrF {:.2f} chrF++ {:.2f} TER {:.2f} ({:.1f} s)", t.name,
+                   hyps.size(), bleu, chrf, chrfpp, ter, std::chrono::duration<double>(Clock::now() - t0).count());
     }
   }
 

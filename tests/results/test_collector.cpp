@@ -1255,6 +1255,61 @@ TEST_CASE("collector: a test set scored on different texts is reported", "[resul
                                                "experiment(s) (" + completed[5] + "); Unbabel/wmt22-comet-da by 6"));
 }
 
+TEST_CASE("collector: TER is a column and report.md prints the metrics' signatures", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  std::vector<std::string> completed;
+  for (auto& entry : fs::directory_iterator(f.run / "exp")) {
+    const std::string path = (entry.path() / "store.h5").string();
+    try {
+      if (fs::exists(path) && core::ExperimentStore::read(path).status.state == core::RunState::completed)
+        completed.push_back(entry.path().filename().string());
+    } catch (const std::exception&) {
+    }  // the sweep's unreadable store
+  }
+  std::sort(completed.begin(), completed.end());
+  REQUIRE(completed.size() == 7);
+  const std::string bleu = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mambamt-1.0/sacrebleu-2.6";
+  const std::string ter = "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:mambamt-1.0/sacrebleu-2.6";
+  auto sign = [&](const std::string& id, const std::string& bleu_signature) {
+    core::ExperimentStore store = core::ExperimentStore::open((f.run / "exp" / id / "store.h5").string());
+    store.set_scalar("test/ter", 50);
+    store.set_text("signature.test.bleu", bleu_signature);
+    store.set_text("signature.test.ter", ter);
+    store.commit();
+  };
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.formats = {"md", "csv"};
+  std::ostringstream log;
+  // Stores without them (evaluated before version 7): no TER column, no signatures.
+  o.out_dir = (dir.path() / "none").string();
+  collect(o, log);
+  CHECK(slurp(dir.path() / "none" / "report.md").find("## Signatures") == std::string::npos);
+  CHECK(slurp(dir.path() / "none" / "tables" / "baselines.csv").find("TER") == std::string::npos);
+
+  for (const std::string& id : completed) sign(id, bleu);
+  sign(completed[2], "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mambamt-0.9/sacrebleu-2.6");
+  o.out_dir = (dir.path() / "signed").string();
+  const CollectReport r = collect(o, log);
+  const std::string md = slurp(dir.path() / "signed" / "report.md");
+  // Under the tables, before the plots; a signature that differs is counted.
+  const size_t at = md.find("## Signatures\n\nThe scores of test set `test`");
+  REQUIRE(at != std::string::npos);
+  CHECK(at > md.find("## Document-level"));
+  CHECK(at < md.find("## Plots"));
+  CHECK_THAT(md, Catch::Contains("- BLEU: `nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mambamt-0.9/sacrebleu-2.6` "
+                                 "(1 experiment); `" + bleu + "` (6 experiments)\n"));
+  CHECK_THAT(md, Catch::Contains("- TER: `" + ter + "`\n"));
+  CHECK(md.find("- chrF:") == std::string::npos);  // no store has one
+  // TER is a column of the baseline table, lower is better.
+  const ReportTable& t = find_table(r, "baselines");
+  bool has_ter = false;
+  for (const auto& c : t.columns) has_ter = has_ter || c.key == "ter";
+  CHECK(has_ter);
+  CHECK(cell(t, "base", "ter").mean == Approx(50));
+}
+
 TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
   ReportCell s = summarize({1, 2, 3, kNaN});
   CHECK(s.n == 3);

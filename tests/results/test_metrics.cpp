@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/version.h"
 #include "results/bleu.h"
 #include "results/bootstrap.h"
 #include "results/chrf.h"
@@ -14,6 +15,7 @@
 #include "results/entities.h"
 #include "results/json.h"
 #include "results/length_buckets.h"
+#include "results/references.h"
 #include "results/ter.h"
 #include "results/tokenize.h"
 #include "results/unicode.h"
@@ -107,6 +109,15 @@ TEST_CASE("chrF names, signature and the best reference") {
   ChrfOptions lc;
   lc.lowercase = true;
   CHECK(sentence_chrf("ABC", {"abc"}, lc).score == Approx(100.0));
+}
+
+TEST_CASE("TER's signature, and the version field of every signature") {
+  CHECK(ter_signature(TerOptions{}, 1) == "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no");
+  TerOptions all;
+  all.normalized = all.no_punct = all.asian_support = all.case_sensitive = true;
+  CHECK(ter_signature(all, 2) == "nrefs:2|case:mixed|tok:tercom|norm:yes|punct:no|asian:yes");
+  CHECK_THAT(signature_version_field(),
+             Catch::StartsWith(std::string("version:mambamt-") + core::version()) && Catch::EndsWith("/sacrebleu-2.6"));
 }
 
 TEST_CASE("TER by hand") {

@@ -21,6 +21,7 @@
 #include "core/store.h"
 #include "kernels/isa.h"
 #include "results/contrastive.h"
+#include "results/references.h"
 #include "results/segments.h"
 #include "train/decode.h"
 #include "train/evaluate.h"
@@ -546,7 +547,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
   }
 
   // What the evaluation writes (the results of the same training without
-  // evaluation left out) is what evaluation version 6 wrote. When this fails,
+  // evaluation left out) is what evaluation version 7 wrote. When this fails,
   // completed sweeps hold results of another shape than a new evaluation
   // writes: raise core::kEvaluationVersion (core/store.h, with a line in its
   // log) so that `mambamt sweep --reevaluate` redoes them, then update the
@@ -556,7 +557,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     std::set<std::string> evaluation_names = result_names(s);
     for (const std::string& n : result_names(core::ExperimentStore::read(tmp.path("trained_only") + "/store.h5")))
       evaluation_names.erase(n);
-    const std::set<std::string> version_6 = {
+    const std::set<std::string> version_7 = {
         "scalar alignment/aer",
         "scalar alignment/aer_all_layers",
         "scalar alignment/aer_best_layer",
@@ -582,6 +583,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "scalar test/passages_split_by_separator",
         "scalar test/sentence_bleu",
         "scalar test/sentence_comet",
+        "scalar test/ter",
         "table alignment/by_layer (aer,precision,recall,links,gold_links,sentences)",
         "table alignment/sentences (predicted,sure,sure_hits,possible_hits)",
         "table contrastive/by_distance (accuracy,n)",
@@ -617,17 +619,27 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "text data.contrastive",
         "text data.entities",
         "text data.test.test",
+        "text signature.test.bleu",
+        "text signature.test.chrf",
+        "text signature.test.chrfpp",
+        "text signature.test.ter",
     };
     std::string unlisted, gone;
     for (const std::string& n : evaluation_names)
-      if (!version_6.count(n)) unlisted += "\n  \"" + n + "\",";
-    for (const std::string& n : version_6)
+      if (!version_7.count(n)) unlisted += "\n  \"" + n + "\",";
+    for (const std::string& n : version_7)
       if (!evaluation_names.count(n)) gone += "\n  " + n;
-    INFO("written but not by version 6:" << unlisted);
-    INFO("written by version 6 but not now:" << gone);
+    INFO("written but not by version 7:" << unlisted);
+    INFO("written by version 7 but not now:" << gone);
     CHECK(unlisted.empty());
     CHECK(gone.empty());
-    CHECK(core::kEvaluationVersion == 6);
+    CHECK(core::kEvaluationVersion == 7);
+    // The signatures are sacreBLEU's, with the scorer's version.
+    CHECK(s.texts.at("signature.test.bleu") ==
+          "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|" + results::signature_version_field());
+    CHECK(s.texts.at("signature.test.ter") ==
+          "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|" + results::signature_version_field());
+    CHECK(s.scalars.at("test/ter") >= 0);
   }
 
   // Running it again changes nothing.
