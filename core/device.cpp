@@ -12,6 +12,10 @@
 #include "core/fs.h"
 #include "core/version.h"
 
+#ifdef MAMBAMT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
 namespace mambamt::core {
 
 std::string blas_core() {
@@ -118,6 +122,9 @@ std::map<std::string, std::string> system_info(const torch::Device& device) {
   info["allocator"] = allocator_name();
   info["gpus"] = std::to_string(cuda_device_count());
   info["device"] = device.str();
+#ifdef MAMBAMT_WITH_CUDA
+  if (device.is_cuda()) info["gpu"] = at::cuda::getDeviceProperties(device.has_index() ? device.index() : 0)->name;
+#endif
   info["mambamt_version"] = version();
   info["git_revision"] = git_revision();
   return info;

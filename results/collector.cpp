@@ -128,9 +128,15 @@ std::vector<MetricDef> metric_defs(const SweepData& sweep, const std::string& se
   });
   if (skipping)
     defs.push_back({"cross_attention_skipped", "Cross-attn skipped (%)", "gates/skipped", 100, 1, Better::kNone, 1, ""});
-  defs.push_back({"decode_tokens_per_s", "Decode tok/s", "efficiency/decode_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
-  defs.push_back({"train_tokens_per_s", "Train tok/s", "efficiency/train_tokens_per_s", 1, 0, Better::kHigher, 1, ""});
-  defs.push_back({"peak_memory_mb", "Peak memory (MiB)", "efficiency/peak_memory_mb", 1, 0, Better::kLower, 1, ""});
+  // Speed and memory name the device they were measured on.
+  const std::string device = detail::efficiency_device(sweep);
+  const std::string on = device.empty() ? "" : " (" + device + ")";
+  defs.push_back({"decode_tokens_per_s", "Decode tok/s" + on, "efficiency/decode_tokens_per_s", 1, 0, Better::kHigher,
+                  1, ""});
+  defs.push_back({"train_tokens_per_s", "Train tok/s" + on, "efficiency/train_tokens_per_s", 1, 0, Better::kHigher, 1,
+                  ""});
+  defs.push_back({"peak_memory_mb", device.empty() ? "Peak memory (MiB)" : "Peak memory (MiB, " + device + ")",
+                  "efficiency/peak_memory_mb", 1, 0, Better::kLower, 1, ""});
   if (!with_params_first) defs.push_back(params);
   return defs;
 }
@@ -143,6 +149,13 @@ ReportColumn make_column(const std::string& key, const std::string& title, int d
   c.decimals = decimals;
   c.better = better;
   c.relative = relative;
+  return c;
+}
+
+// A column of p-values of the paired test of metric column `tests`.
+ReportColumn p_column(const std::string& key, const std::string& title, const std::string& tests) {
+  ReportColumn c = make_column(key, title, 3, Better::kNone);
+  c.tests = tests;
   return c;
 }
 
@@ -363,21 +376,21 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
     metric_of.push_back(static_cast<int>(m));
     if (target && (defs[m].key == "bleu" || defs[m].key == "chrf")) {
       const bool bleu = defs[m].key == "bleu";
-      t.columns.push_back(make_column(bleu ? "bleu_p_vs_base" : "chrf_p_vs_base",
-                                      std::string(bleu ? "BLEU" : "chrF") + " p vs " + target_label, 3, Better::kNone));
+      t.columns.push_back(p_column(bleu ? "bleu_p_vs_base" : "chrf_p_vs_base",
+                                   std::string(bleu ? "BLEU" : "chrF") + " p vs " + target_label, defs[m].key));
       metric_of.push_back(bleu ? -1 : -2);
     }
     if (comet_test && defs[m].key == "comet") {
-      t.columns.push_back(make_column("comet_p_vs_base", "COMET p vs " + target_label, 3, Better::kNone));
+      t.columns.push_back(p_column("comet_p_vs_base", "COMET p vs " + target_label, "comet"));
       metric_of.push_back(-5);
     }
     if (consistency_test && defs[m].key == "entity_consistency") {
       t.columns.push_back(
-          make_column("entity_consistency_p_vs_base", "Consistency p vs " + target_label, 3, Better::kNone));
+          p_column("entity_consistency_p_vs_base", "Consistency p vs " + target_label, "entity_consistency"));
       metric_of.push_back(-3);
     }
     if (alignment_test && defs[m].key == "alignment_aer") {
-      t.columns.push_back(make_column("alignment_aer_p_vs_base", "AER p vs " + target_label, 3, Better::kNone));
+      t.columns.push_back(p_column("alignment_aer_p_vs_base", "AER p vs " + target_label, "alignment_aer"));
       metric_of.push_back(-4);
     }
   }
@@ -425,12 +438,12 @@ ReportTable baseline_table(const SweepView& view) {
     ReportColumn column;
   };
   std::vector<Rel> rels = {
-      {"bleu", make_column("bleu_p_vs_reference", "BLEU p vs Transformer", 3, Better::kNone)},
-      {"chrf", make_column("chrf_p_vs_reference", "chrF p vs Transformer", 3, Better::kNone)},
-      {"comet", make_column("comet_p_vs_reference", "COMET p vs Transformer", 3, Better::kNone)},
+      {"bleu", p_column("bleu_p_vs_reference", "BLEU p vs Transformer", "bleu")},
+      {"chrf", p_column("chrf_p_vs_reference", "chrF p vs Transformer", "chrf")},
+      {"comet", p_column("comet_p_vs_reference", "COMET p vs Transformer", "comet")},
       {"entity_consistency",
-       make_column("entity_consistency_p_vs_reference", "Consistency p vs Transformer", 3, Better::kNone)},
-      {"alignment_aer", make_column("alignment_aer_p_vs_reference", "AER p vs Transformer", 3, Better::kNone)},
+       p_column("entity_consistency_p_vs_reference", "Consistency p vs Transformer", "entity_consistency")},
+      {"alignment_aer", p_column("alignment_aer_p_vs_reference", "AER p vs Transformer", "alignment_aer")},
       {"decode_tokens_per_s", make_column("decode_speed_vs_reference_pct", "Decode speed vs Transformer", 1, Better::kNone, true)},
       {"train_tokens_per_s", make_column("train_speed_vs_reference_pct", "Train speed vs Transformer", 1, Better::kNone, true)},
       {"peak_memory_mb", make_column("memory_vs_reference_pct", "Memory vs Transformer", 1, Better::kNone, true)},

@@ -309,13 +309,14 @@ std::string points_csv(const SweepData& sweep) {
   std::ostringstream out;
   out << "id,name,variant,seed,state,in_grid";
   for (auto& a : sweep.axes) out << "," << csv_field(a.key);
-  out << ",detail,store\n";
+  out << ",detail,store,device\n";
   for (auto& p : sweep.points) {
     out << csv_field(p.id) << "," << csv_field(p.name) << "," << csv_field(p.variant) << "," << p.seed << ","
         << p.state << "," << (p.in_grid ? "true" : "false");
     for (size_t k = 0; k < sweep.axes.size(); ++k)
       out << "," << csv_field(k < p.axis_values.size() ? p.axis_values[k] : "");
-    out << "," << csv_field(point_detail(p)) << "," << csv_field(p.store_path) << "\n";
+    out << "," << csv_field(point_detail(p)) << "," << csv_field(p.store_path) << ","
+        << csv_field(p.store ? detail::device_label(*p.store) : "") << "\n";
   }
   return out.str();
 }
@@ -407,20 +408,27 @@ std::string report_markdown(const SweepData& sweep, const std::string& test_set,
     md << "\n";
   }
   md << "Cells: mean \u00b1 std over seeds, (n=k) seeds with a value; **bold**: best of the column; "
-     << kMissingText << ": no value.\n\n";
+     << kMissingText << ": no value. The baseline and ablation tables show the columns a paper prints"
+     << (table_files.empty() ? "" : "; the table files under Files hold every column") << ".\n\n";
 
   auto section = [&](const ReportTable& t, const char* level) {
     md << level << " " << t.title << "\n\n" << t.caption << ".\n\n" << table_markdown(t) << "\n";
   };
+  // The main tables as a paper prints them; the rest of their columns are in tables.md and tables/.
+  const std::vector<std::string> paper_columns = {"params",       "bleu", "chrf", "comet", "contrastive_accuracy",
+                                                  "decode_tokens_per_s", "train_tokens_per_s", "peak_memory_mb"};
+  auto brief_section = [&](const ReportTable& t, const char* level) {
+    md << level << " " << t.title << "\n\n" << t.caption << ".\n\n" << table_markdown_brief(t, paper_columns) << "\n";
+  };
   auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
   for (auto& t : tables)
-    if (t.name == "baselines") section(t, "##");
+    if (t.name == "baselines") brief_section(t, "##");
   bool heading = false;
   for (auto& t : tables)
     if (starts(t.name, "ablation_")) {
       if (!heading) md << "## Ablations\n\nEach table varies one axis; the other axes stay at the base point.\n\n";
       heading = true;
-      section(t, "###");
+      brief_section(t, "###");
     }
   heading = false;
   for (auto& t : tables)

@@ -1,8 +1,10 @@
 #include "results/report_table.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -180,6 +182,63 @@ std::string table_markdown(const ReportTable& table) {
     }
     out << "\n";
   }
+  return out.str();
+}
+
+std::string table_markdown_brief(const ReportTable& table, const std::vector<std::string>& keys) {
+  std::vector<size_t> shown;
+  for (size_t c = 0; c < table.columns.size(); ++c)
+    if (std::find(keys.begin(), keys.end(), table.columns[c].key) != keys.end()) shown.push_back(c);
+  // The p-value column testing each shown column, if any.
+  std::vector<long> p_of(table.columns.size(), -1);
+  for (size_t c = 0; c < table.columns.size(); ++c)
+    for (size_t q = 0; q < table.columns.size(); ++q)
+      if (!table.columns[q].tests.empty() && table.columns[q].tests == table.columns[c].key)
+        p_of[c] = static_cast<long>(q);
+  // Seeds once for the table where every shown value has the same count.
+  std::set<std::int64_t> counts;
+  bool marks = false;
+  for (const ReportRow& row : table.rows)
+    for (size_t c : shown) {
+      if (!table.columns[c].relative && row.cells.at(c).has_value()) counts.insert(row.cells.at(c).n);
+      marks = marks || p_of[c] >= 0;
+    }
+  const bool same_n = counts.size() <= 1;
+  bool status = false;
+  for (const ReportRow& row : table.rows)
+    status = status || row.status != table.rows.front().status || row.status.find(" completed") == std::string::npos ||
+             row.status.find(',') != std::string::npos;
+
+  std::ostringstream out;
+  out << "| " << md_escape(table.row_title) << " |" << (status ? " status |" : "");
+  for (size_t c : shown) out << " " << md_escape(table.columns[c].title) << " |";
+  out << "\n|---|" << (status ? "---|" : "");
+  for (size_t i = 0; i < shown.size(); ++i) out << "---:|";
+  out << "\n";
+  for (const ReportRow& row : table.rows) {
+    out << "| " << md_escape(row.label) << (row.base ? " (base)" : "") << " |";
+    if (status) out << " " << md_escape(row.status) << " |";
+    for (size_t c : shown) {
+      const ReportColumn& col = table.columns[c];
+      const ReportCell& cell = row.cells.at(c);
+      std::string v = format_value(col, cell);
+      if (cell.best) v = "**" + v + "**";
+      if (p_of[c] >= 0) {
+        const ReportCell& p = row.cells.at(static_cast<size_t>(p_of[c]));
+        if (p.has_value() && std::isfinite(p.mean) && p.mean < 0.05) v += p.mean < 0.01 ? "\u2021" : "\u2020";
+      }
+      if (!same_n && !col.relative && cell.has_value()) v += " (n=" + std::to_string(cell.n) + ")";
+      out << " " << v << " |";
+    }
+    out << "\n";
+  }
+  std::string legend;
+  if (same_n && !counts.empty())
+    legend = std::to_string(*counts.begin()) + (*counts.begin() == 1 ? " seed" : " seeds") + " per cell";
+  if (marks)
+    legend += (legend.empty() ? "" : "; ") +
+              std::string("\u2020 p < 0.05, \u2021 p < 0.01 in the caption's paired test (the largest p over the seeds)");
+  if (!legend.empty()) out << "\n" << legend << ".\n";
   return out.str();
 }
 

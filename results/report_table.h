@@ -35,6 +35,9 @@ struct ReportColumn {
   // millions: 1e-6 and "M"); CSV, JSON and HDF5 keep the unscaled number.
   double display_scale = 1;
   std::string suffix;
+  // A p-value column: the key of the metric column whose difference it tests
+  // (table_markdown_brief marks that column's cells instead of showing it).
+  std::string tests;
 };
 
 struct ReportCell {
@@ -86,6 +89,14 @@ std::string table_markdown(const ReportTable& table);
 std::string table_csv(const ReportTable& table);
 nlohmann::ordered_json table_records(const ReportTable& table);
 std::string table_latex(const ReportTable& table);
+
+// The table as a paper prints it (report.md's main tables): the label, the
+// columns of `keys` in the table's order, and a status column only where some
+// row is not completed like the others. A metric's cell carries "†" where
+// its p-value column (ReportColumn::tests) says p < 0.05 and "‡" where
+// p < 0.01; when every shown cell holds the same number of seeds, the cells
+// drop their "(n=k)". A legend line under the table says both.
+std::string table_markdown_brief(const ReportTable& table, const std::vector<std::string>& keys);
 
 // Escapes text for LaTeX (specials, backslash, ~ and ^; "–" becomes --).
 std::string latex_escape(std::string_view text);

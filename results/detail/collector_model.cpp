@@ -4,8 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "results/report_table.h"
 
@@ -62,6 +64,37 @@ std::string display_value(const std::string& key, const std::string& value) {
     }
   }
   return v;
+}
+
+std::string device_label(const core::StoreSnapshot& store) {
+  auto get = [&store](const char* key) {
+    auto it = store.system.find(key);
+    return it == store.system.end() ? std::string() : it->second;
+  };
+  const std::string device = get("device");
+  if (device.rfind("cuda", 0) == 0) return get("gpu").empty() ? "GPU" : get("gpu");
+  std::string cpu = get("cpu");
+  if (cpu.empty() || cpu == "unknown") return device.empty() ? "" : "CPU";
+  for (const char* word : {"(R)", "(TM)", "(tm)", " CPU", " Processor"})
+    for (size_t at; (at = cpu.find(word)) != std::string::npos;) cpu.erase(at, std::strlen(word));
+  if (size_t at = cpu.find(" @"); at != std::string::npos) cpu.erase(at);  // "@ 2.20GHz"
+  if (size_t at = cpu.find("-Core"); at != std::string::npos) {              // "64-Core"
+    size_t start = cpu.rfind(' ', at);
+    cpu.erase(start == std::string::npos ? 0 : start, at + 5 - (start == std::string::npos ? 0 : start));
+  }
+  size_t b = cpu.find_first_not_of(' '), e = cpu.find_last_not_of(' ');
+  return b == std::string::npos ? "CPU" : cpu.substr(b, e - b + 1);
+}
+
+std::string efficiency_device(const SweepData& sweep) {
+  std::set<std::string> devices;
+  for (const SweepPoint& p : sweep.points)
+    if (p.store && p.state == "completed" && !outside_grid(sweep, p)) {
+      const std::string d = device_label(*p.store);
+      if (!d.empty()) devices.insert(d);
+    }
+  if (devices.empty()) return "";
+  return devices.size() == 1 ? *devices.begin() : "several devices";
 }
 
 std::string PointGroup::status(std::int64_t expected_seeds) const {

@@ -32,6 +32,15 @@ std::string display_value(const std::string& key, const std::string& value);
 // comes from a store and none is outside.
 bool outside_grid(const SweepData& sweep, const SweepPoint& p);
 
+// The device a store's efficiency was measured on: the GPU's name for a CUDA
+// device ("NVIDIA H100 80GB HBM3"), else the CPU model without its trademark
+// and core-count words ("AMD EPYC 7B13"); "" when the store does not say.
+std::string device_label(const core::StoreSnapshot& store);
+
+// The device of every completed store of the grid when it is one, "several
+// devices" when they differ, "" when none says.
+std::string efficiency_device(const SweepData& sweep);
+
 // The points of one configuration: same variant and axis values, one per seed.
 struct PointGroup {
   std::string key;    // stable machine label: "transformer", "model.d_state=32", "base"

@@ -24,6 +24,7 @@
 #include "core/store.h"
 #include "image_check.h"
 #include "results/collector.h"
+#include "results/detail/collector_model.h"
 #include "results/json.h"
 #include "results/report_table.h"
 #include "results/segments.h"
@@ -1366,6 +1367,96 @@ TEST_CASE("report tables: summaries, best marks and formats", "[results][collect
   const nlohmann::ordered_json j = table_records(t);
   CHECK(j[1].at("b").is_null());
   CHECK(j[std::size_t{0}].at("a_std").get<double>() == Approx(std::sqrt(2.0)));
+}
+
+TEST_CASE("report tables: the brief Markdown a paper prints", "[results][collector]") {
+  auto column = [](const char* key, const char* title, Better better, const char* tests = "") {
+    ReportColumn c;
+    c.key = key;
+    c.title = title;
+    c.decimals = key[0] == 'p' ? 3 : 1;
+    c.better = better;
+    c.tests = tests;
+    return c;
+  };
+  ReportTable t;
+  t.row_title = "model";
+  t.columns = {column("bleu", "BLEU", Better::kHigher), column("p_bleu", "BLEU p", Better::kNone, "bleu"),
+               column("chrf", "chrF", Better::kHigher), column("p_chrf", "chrF p", Better::kNone, "chrf"),
+               column("extra", "Extra", Better::kNone)};
+  auto p = [](double v) { return summarize({v}); };
+  t.rows.push_back({"a", "a", "2 completed", false, {summarize({30, 32}), {}, summarize({50, 52}), {}, p(1)}});
+  t.rows.push_back({"b", "b", "2 completed", true, {summarize({20, 22}), p(0.004), summarize({49, 51}), p(0.03), p(2)}});
+  t.rows.push_back({"c", "c", "2 completed", false, {summarize({30.5, 30.5}), p(0.2), summarize({40, 40}), p(0.009), p(3)}});
+  mark_best(t);
+  const std::string md = table_markdown_brief(t, {"bleu", "chrf"});
+  // Only the chosen columns; no status column where every row is completed alike.
+  CHECK_THAT(md, Catch::StartsWith("| model | BLEU | chrF |\n|---|---:|---:|\n"));
+  CHECK(md.find("Extra") == std::string::npos);
+  CHECK(md.find("p |") == std::string::npos);
+  // Marks from the p-values (p < 0.01: double dagger, p < 0.05: dagger), seeds once.
+  CHECK_THAT(md, Catch::Contains("| b (base) | 21.0 \u00b1 1.4\u2021 | 50.0 \u00b1 1.4\u2020 |"));
+  CHECK_THAT(md, Catch::Contains("| c | 30.5 \u00b1 0.0 | 40.0 \u00b1 0.0\u2021 |"));
+  CHECK_THAT(md, Catch::Contains("| a | **31.0 \u00b1 1.4** | **51.0 \u00b1 1.4** |"));
+  CHECK(md.find("(n=") == std::string::npos);
+  CHECK_THAT(md, Catch::EndsWith("\n2 seeds per cell; \u2020 p < 0.05, \u2021 p < 0.01 in the caption's paired test "
+                                 "(the largest p over the seeds).\n"));
+  // A row completed otherwise brings the status column; seeds that differ, the (n=k).
+  t.rows[2].status = "1 completed, 1 failed";
+  t.rows[2].cells[0] = summarize({31});
+  const std::string mixed = table_markdown_brief(t, {"bleu", "chrf"});
+  CHECK_THAT(mixed, Catch::StartsWith("| model | status | BLEU | chrF |\n|---|---|---:|---:|\n"));
+  CHECK_THAT(mixed, Catch::Contains("| c | 1 completed, 1 failed | 31.0 (n=1) | 40.0 \u00b1 0.0\u2021 (n=2) |"));
+  CHECK_THAT(mixed, Catch::EndsWith("\n\u2020 p < 0.05, \u2021 p < 0.01 in the caption's paired test (the largest p "
+                                    "over the seeds).\n"));
+}
+
+TEST_CASE("collector: the device a store's speed and memory were measured on", "[results][collector]") {
+  core::StoreSnapshot cpu, gpu, unknown;
+  cpu.system = {{"device", "cpu"}, {"cpu", "AMD EPYC 7B13 64-Core Processor"}};
+  CHECK(detail::device_label(cpu) == "AMD EPYC 7B13");
+  cpu.system["cpu"] = "Intel(R) Xeon(R) Platinum 8480C CPU @ 2.00GHz";
+  CHECK(detail::device_label(cpu) == "Intel Xeon Platinum 8480C");
+  gpu.system = {{"device", "cuda:0"}, {"cpu", "AMD EPYC 7B13 64-Core Processor"}, {"gpu", "NVIDIA H100 80GB HBM3"}};
+  CHECK(detail::device_label(gpu) == "NVIDIA H100 80GB HBM3");
+  gpu.system.erase("gpu");  // a store from before the GPU's name was recorded
+  CHECK(detail::device_label(gpu) == "GPU");
+  CHECK(detail::device_label(unknown).empty());
+}
+
+TEST_CASE("collector: report.md's baseline and ablation tables are at most 10 columns, their devices named",
+          "[results][collector]") {
+  const Collected* c = shared_collect();
+  const std::string md = slurp(c->out / "report.md");
+  // Every table row of the baseline and ablation sections.
+  const size_t begin = md.find("## Baseline comparison"), end = md.find("## Length sensitivity");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  std::istringstream in(md.substr(begin, end - begin));
+  int tables = 0;
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("|", 0) != 0) {
+      in_table = false;
+      continue;
+    }
+    if (!in_table) ++tables;
+    in_table = true;
+    INFO(line);
+    // A cell's "\|" escapes a pipe.
+    const auto pipes = std::count(line.begin(), line.end(), '|') -
+                       static_cast<long>(line.size() < 2 ? 0 : [&] {
+                         long n = 0;
+                         for (size_t i = 1; i < line.size(); ++i) n += line[i] == '|' && line[i - 1] == '\\';
+                         return n;
+                       }());
+    CHECK(pipes - 1 <= 10);
+  }
+  CHECK(tables >= 3);  // the baselines and two ablations
+  // The full tables keep every column.
+  const std::string full = slurp(c->out / "tables.md");
+  CHECK(full.find("BLEU p vs Transformer") != std::string::npos);
+  CHECK(md.find("BLEU p vs Transformer") == std::string::npos);
 }
 
 TEST_CASE("collector: without a Transformer the baseline table has no columns relative to one",
