@@ -9,8 +9,10 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/device.h"
-#include "kernels/isa.h"
 #include "core/version.h"
+#include "kernels/isa.h"
+#include "models/plan.h"
+#include "orchestrator/grid.h"
 
 namespace mambamt::cli {
 
@@ -65,10 +67,14 @@ Command config_check_command() {
               }
               core::ExperimentConfig base = g.point({});
               std::cout << "# base experiment " << base.id() << "\n" << base.canonical();
+              for (const std::string& w : orchestrator::attention_warnings(orchestrator::expand_grid(g)))
+                std::cout << "# " << w << "\n";
               std::cout << "# ok: run `mambamt sweep " << file << " --dry-run` to list the points\n";
             } else {
               core::ExperimentConfig c = core::parse_experiment(text, file);
               std::cout << "# experiment " << c.id() << " (" << file << ")\n" << c.canonical();
+              const std::string warning = models::attention_ratio_warning(c.model, models::make_plan(c.model));
+              if (!warning.empty()) std::cout << "# warning: " << warning << "\n";
             }
             return 0;
           }};

@@ -369,8 +369,9 @@ Command plan_command() {
                 continue;
               }
               std::cout << "  " << p.id << "  " << models::count_parameters(p.config->model, p.config->data.vocab_size)
-                        << "  " << p.name << "\n";
+                        << "  " << p.name << (p.attention.empty() ? "" : "  attention " + p.attention) << "\n";
             }
+            for (const std::string& w : orchestrator::attention_warnings(g)) std::cout << w << "\n";
             core::ExperimentConfig base = g.grid.point({});
             std::cout << "\nbase experiment " << base.id() << ":\n" << models::plan_report(base.model, base.data.vocab_size);
             return 0;

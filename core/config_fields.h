@@ -22,7 +22,7 @@
   X(mlp, std::string, "swiglu", one_of({"swiglu", "relu"}), "MLP type of attention layers (and of Mamba layers when mamba_mlp is set).") \
   X(mamba_mlp, bool, false, any(), "Add an MLP after every Mamba block (off: Mamba-2 replaces both attention and MLP, as in the research plan).") \
   X(attention_ratio, double, 0.125, range(0.0, 1.0), \
-    "Fraction of attention layers in hybrid stacks: 0 = none, 0.25 = 1:3, 0.125 = 1:7, 0.0625 = 1:15. Ignored by transformer.") \
+    "Fraction of attention layers in hybrid stacks: 0 = none, 0.25 = 1:3, 0.125 = 1:7, 0.0625 = 1:15. A stack of N layers gets max(1, round(N x ratio)); `mambamt plan` and `config check` warn where that is not the ratio asked (1:7 is exact for N a multiple of 8). Ignored by transformer.") \
   X(attention_placement, std::string, "middle_end", one_of({"middle_end", "uniform", "every_n", "first"}), \
     "Where hybrid attention layers go: middle_end (layers N/2 and N-1, then spread), uniform (evenly spaced), every_n (every round(1/ratio)-th layer, ending at N-1), first (the first layers).") \
   X(cross_attn_every, int64_t, 4, range(1, 1024), "Decoder cross-attention after every k-th decoder layer (k <= dec_layers); the last layer always has one.") \

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -279,6 +280,65 @@ int64_t count_parameters(const core::ModelConfig& config, int64_t vocab_size) {
   return k ? k->count(config, vocab_size) : count_model(config, vocab_size).total();
 }
 
+namespace {
+
+int64_t attention_count(const std::vector<LayerSpec>& stack) {
+  return std::count_if(stack.begin(), stack.end(), [](const LayerSpec& s) { return is_attention(s.mixer); });
+}
+
+// "2/12 (1:5)" for a stack.
+std::string stack_attention(const std::vector<LayerSpec>& stack) {
+  const int64_t n = static_cast<int64_t>(stack.size()), a = attention_count(stack);
+  std::string out = std::to_string(a) + "/" + std::to_string(n);
+  if (a == 0) return out + " (no attention)";
+  if (a == n) return out + " (attention only)";
+  const int64_t g = std::gcd(a, n - a);
+  return out + " (" + std::to_string(a / g) + ":" + std::to_string((n - a) / g) + ")";
+}
+
+// The ratio text of a requested model.attention_ratio: "0.125 (1:7)".
+std::string requested_ratio(double r) {
+  std::ostringstream out;
+  out << r;
+  const double others = 1 / r - 1;
+  if (r > 0 && r < 1 && std::fabs(others - std::round(others)) < 1e-6) out << " (1:" << std::llround(others) << ")";
+  return out.str();
+}
+
+}  // namespace
+
+std::string attention_label(const core::ModelConfig& c, const Plan& plan) {
+  if (c.kind == "rnnsearch") return "";
+  const std::string dec = stack_attention(plan.decoder);
+  if (plan.encoder.empty()) return dec;
+  const std::string enc = stack_attention(plan.encoder);
+  return enc == dec ? dec : "enc " + enc + ", dec " + dec;
+}
+
+std::string attention_ratio_warning(const core::ModelConfig& c, const Plan& plan) {
+  if (c.kind != "hybrid" && c.kind != "decoder_only") return "";
+  const double r = c.attention_ratio;
+  std::string out;
+  auto check = [&](const char* which, const std::vector<LayerSpec>& stack, bool derived) {
+    if (!derived || stack.empty() || !out.empty()) return;
+    const int64_t n = static_cast<int64_t>(stack.size()), a = attention_count(stack);
+    // Ratios written with a few digits (0.0833 for 1:11) count as what they round.
+    if (std::fabs(static_cast<double>(a) / static_cast<double>(n) - r) < 1e-3) return;
+    // The layer counts this ratio builds exactly.
+    std::string exact;
+    const double per = 1 / r;
+    if (r > 0 && std::fabs(per - std::round(per)) < 1e-6) {
+      const int64_t k = std::llround(per);
+      exact = "; stacks of a multiple of " + std::to_string(k) + " layers build it exactly";
+    }
+    out = "model.attention_ratio = " + requested_ratio(r) + " builds " + stack_attention(stack) + " in the " + which +
+          " (" + std::to_string(n) + " layers, placement " + c.attention_placement + ")" + exact;
+  };
+  check("encoder", plan.encoder, c.kind == "hybrid" && c.enc_plan.empty());
+  check(c.kind == "hybrid" ? "decoder" : "stack", plan.decoder, c.dec_plan.empty());
+  return out;
+}
+
 std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {
   if (const ModelKind* k = self_counting(c.kind)) return k->report(c, vocab_size);
   ModelCount m = count_model(c, vocab_size);
@@ -292,9 +352,13 @@ std::string plan_report(const core::ModelConfig& c, int64_t vocab_size) {
                                              : std::string())
         << ")";
   out << "\n";
-  if (c.kind == "hybrid" || c.kind == "decoder_only")
+  if (c.kind == "hybrid" || c.kind == "decoder_only") {
     out << "attention: ratio " << c.attention_ratio << ", placement " << c.attention_placement
-        << (c.attn_window > 0 ? ", window " + std::to_string(c.attn_window) : std::string()) << "\n";
+        << (c.attn_window > 0 ? ", window " + std::to_string(c.attn_window) : std::string()) << "; built "
+        << attention_label(c, m.plan) << "\n";
+    const std::string warning = attention_ratio_warning(c, m.plan);
+    if (!warning.empty()) out << "warning: " << warning << "\n";
+  }
   if (!m.plan.decoder_only)
     out << "cross-attention: " << c.cross_attn << (c.kind == "hybrid" ? ", every " + std::to_string(c.cross_attn_every) + " decoder layers" : std::string(", every decoder layer"))
         << "\n";

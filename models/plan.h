@@ -52,6 +52,20 @@ std::vector<int64_t> cross_attention_layers(int64_t n, int64_t every);
 // the config asks for something the models cannot build.
 Plan make_plan(const core::ModelConfig& config);
 
+// The attention layers as built, for labels: "2/12 (1:5)" (attention layers
+// of the stack : the others, reduced), "0/12 (no attention)", "6/6 (attention
+// only)"; with an encoder and a decoder that differ, "enc 2/12 (1:5), dec 1/6
+// (1:5)". Counts self-attention mixers (attention, local_attention) only; ""
+// for rnnsearch, whose plan only describes its recurrent layers.
+std::string attention_label(const core::ModelConfig& config, const Plan& plan);
+
+// Where model.attention_ratio asks for a ratio the plan does not build (a
+// hybrid or decoder_only stack whose layer count times the ratio is not a
+// whole number, an every_n step that does not divide it): one sentence naming
+// the requested and the built ratio and what would build it exactly; "" when
+// they agree or the kind does not read the ratio.
+std::string attention_ratio_warning(const core::ModelConfig& config, const Plan& plan);
+
 // The printable plan (what `mambamt plan CONFIG` shows): kind, sizes, one line
 // per layer with its parameters, the embeddings, and the totals (all, and
 // without embeddings). Builds each layer on its own to count, so memory stays

@@ -36,6 +36,23 @@ std::string canonical_value(const core::GridConfig& grid, const std::string& key
 
 }  // namespace
 
+std::vector<std::string> attention_warnings(const ExpandedGrid& g) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int, std::string>> seen;  // warning -> (points, first point's name)
+  for (const GridPoint& p : g.points) {
+    if (p.attention_warning.empty()) continue;
+    auto [it, first] = seen.emplace(p.attention_warning, std::make_pair(0, p.name));
+    if (first) order.push_back(p.attention_warning);
+    ++it->second.first;
+  }
+  std::vector<std::string> out;
+  for (const std::string& w : order) {
+    const auto& [n, name] = seen.at(w);
+    out.push_back("warning: " + w + " (" + std::to_string(n) + (n == 1 ? " point: " : " points, e.g. ") + name + ")");
+  }
+  return out;
+}
+
 double estimate_cost_pflop(const core::ExperimentConfig& c) {
   // The model's own parameter count (models/plan.h counts every kind from
   // its layers, without building the model), less one embedding table:
@@ -127,6 +144,9 @@ ExpandedGrid expand_grid(const core::GridConfig& grid) {
       p.id = c.id();
       for (auto& key : out.axis_keys) p.axis_values.push_back(core::config_value_text(c, key));
       p.cost = estimate_cost_pflop(c);
+      const models::Plan plan = models::make_plan(c.model);
+      p.attention = models::attention_label(c.model, plan);
+      p.attention_warning = models::attention_ratio_warning(c.model, plan);
       p.config = std::move(c);
     } catch (const InputError& e) {
       // Excludes match invalid points by their override text.

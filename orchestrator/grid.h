@@ -24,6 +24,9 @@ struct GridPoint {
   std::optional<core::ExperimentConfig> config;  // absent for an invalid point
   std::string error;                             // why the point is invalid
   double cost = 0;                               // estimated training cost, PFLOP
+  // The attention layers as built (models::attention_label: "2/12 (1:5)"), and
+  // where model.attention_ratio asks for another ratio, why (else "").
+  std::string attention, attention_warning;
   bool valid() const { return config.has_value(); }
 };
 
@@ -38,6 +41,11 @@ struct ExpandedGrid {
 };
 
 ExpandedGrid expand_grid(const core::GridConfig& grid);
+
+// The points' attention-ratio warnings (GridPoint::attention_warning), each
+// once: "warning: <the warning> (<n> points, e.g. <name>)". What `sweep
+// --dry-run`, `plan GRID` and `config check GRID` print.
+std::vector<std::string> attention_warnings(const ExpandedGrid& grid);
 
 // Estimated training cost in PFLOP: 6 x (parameters as models/plan.h counts
 // them, less one embedding table) x training tokens (max_steps x max_tokens x

@@ -101,6 +101,8 @@ std::string status_report(const std::string& run_dir) {
         auto& st = s.status;
         state = core::to_string(st.state);
         if (name.empty()) name = s.name;
+        // The attention layers as built (the store's text model.attention).
+        if (auto it = s.texts.find("model.attention"); it != s.texts.end()) name += "  attention " + it->second;
         step = std::to_string(st.step) + "/" + std::to_string(st.total_steps);
         valid = last_validation(s);
         attempts = std::to_string(st.attempts);

@@ -679,12 +679,14 @@ std::string dry_run_listing(const ExpandedGrid& g, int64_t ranks_per_experiment,
     cost << std::setprecision(3) << p.cost;
     out << std::left << std::setw(14) << p.id << std::setw(10) << state << std::right << std::setw(12)
         << (p.valid() ? cost.str() : "-") << "  " << p.name
-        << (g.grid.sweep.seeds.size() > 1 ? "  seed " + std::to_string(p.seed) : "") << "\n";
+        << (g.grid.sweep.seeds.size() > 1 ? "  seed " + std::to_string(p.seed) : "")
+        << (p.attention.empty() ? "" : "  attention " + p.attention) << "\n";
     if (!p.valid()) out << "      " << p.error << "\n";
     if (!shares.empty()) out << "      trains once with " << shares << " (differs in evaluation settings only)\n";
     out << old_evaluation;
   }
   for (auto& d : g.duplicates) out << "duplicate point, runs once: " << d << "\n";
+  for (const std::string& w : attention_warnings(g)) out << w << "\n";
   std::ostringstream tc;
   tc << std::setprecision(3) << total;
   out << "\n" << to_run << " of " << g.points.size() << " points to run; " << trainings << " training(s), estimated total "

@@ -353,9 +353,9 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
   for (size_t j = 0; j < sweep.axes.size(); ++j) {
     if (j == k) continue;
     others += (others.empty() ? "" : ", ") + sweep.axes[j].key + " = " +
-              detail::display_value(sweep.axes[j].key, sweep.axes[j].target);
+              detail::axis_label(sweep.axes[j].key, sweep.axes[j].target, view.base);
   }
-  const std::string target_label = detail::display_value(axis.key, axis.target);
+  const std::string target_label = detail::axis_label(axis.key, axis.target, target);
   t.caption = axis.key + " varied" + (others.empty() ? "" : " with " + others) + "; test set " + view.test_set +
               "; mean \u00b1 std over seeds (n)" +
               (target ? "; p: paired bootstrap resampling (sacreBLEU's test, 1000 resamples) of BLEU and chrF against " +
@@ -395,7 +395,7 @@ ReportTable ablation_table(const SweepView& view, size_t k) {
     }
   }
   for (auto& [value, g] : rows) {
-    ReportRow full = metric_row(sweep, g, value, detail::display_value(axis.key, value), defs);
+    ReportRow full = metric_row(sweep, g, value, detail::axis_label(axis.key, value, g), defs);
     SignificanceCells p;
     ReportCell consistency_p, alignment_p;
     if (g && target && g != target) p = significance_cells(*g, *target, view.test_set);

@@ -51,7 +51,7 @@ std::string series_name(const SweepView& view, const std::string& set, const Poi
   std::string name = plot_label(g);
   for (size_t k = 0; k < view.sweep->axes.size(); ++k)
     if (view.sweep->axes[k].key == set && k < g.axis_values.size())
-      name = display_value(set, g.axis_values[k]) + (g.base ? " (base)" : "");
+      name = axis_label(set, g.axis_values[k], &g) + (g.base ? " (base)" : "");
   for (auto* p : g.points)
     if (p->state != "completed") return name + " (partial)";
   return name;
@@ -222,7 +222,7 @@ std::vector<PlotFile> write_plots(const SweepView& view, const std::vector<Repor
     chart.show_values = true;
     BarSeries b{"BLEU", {}, {}}, c{"chrF", {}, {}};
     for (auto& [value, g] : view.axis_rows(k)) {
-      chart.categories.push_back(display_value(axis.key, value));
+      chart.categories.push_back(axis_label(axis.key, value, g));
       ReportCell bc = g ? summarize(scalar_values(*g, bleu)) : ReportCell{};
       ReportCell cc = g ? summarize(scalar_values(*g, view.test_set + "/chrf")) : ReportCell{};
       b.values.push_back(bc.mean);

@@ -19,6 +19,7 @@
 #include "core/signals.h"
 #include "data/corpus.h"
 #include "kernels/isa.h"
+#include "models/plan.h"
 #include "models/registry.h"
 #include "train/distributed.h"
 #include "train/evaluate.h"
@@ -279,6 +280,9 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
       if (!st) return;
       st->set_text("data.train", data::corpus_summary(data.train_corpus));
       st->set_text("data.valid", data::corpus_summary(data.valid_corpus));
+      // The attention layers as built, for the labels of the collector's tables.
+      const std::string attention = models::attention_label(config.model, models::make_plan(config.model));
+      if (!attention.empty()) st->set_text("model.attention", attention);
     };
     TrainOutcome out;
     if (shared) {

@@ -66,6 +66,17 @@ std::string display_value(const std::string& key, const std::string& value) {
   return v;
 }
 
+std::string axis_label(const std::string& key, const std::string& value, const PointGroup* group) {
+  const std::string shown = display_value(key, value);
+  if (!group || (key != "model.attention_ratio" && key != "model.attention_placement")) return shown;
+  for (const SweepPoint* p : group->points) {
+    if (!p->store) continue;
+    auto it = p->store->texts.find("model.attention");
+    if (it != p->store->texts.end() && !it->second.empty()) return shown + " \u2192 " + it->second;
+  }
+  return shown;
+}
+
 std::string device_label(const core::StoreSnapshot& store) {
   auto get = [&store](const char* key) {
     auto it = store.system.find(key);
@@ -174,24 +185,27 @@ SweepView make_view(const SweepData& sweep, const std::string& test_set) {
     if (g.kind.empty()) g.kind = p.kind;
   }
 
-  // Labels: variant name, or the axes that differ from the targets.
+  // Keys and labels: variant name, or the axes that differ from the targets
+  // (the label with the attention layers as built).
   for (auto& g : view.groups) {
-    std::string varied;
+    std::string varied, varied_label;
     for (size_t k = 0; k < sweep.axes.size() && k < g.axis_values.size(); ++k) {
       if (g.axis_values[k] == targets[k]) continue;
-      if (!varied.empty()) varied += " ";
+      if (!varied.empty()) varied += " ", varied_label += " ";
       varied += sweep.axes[k].key + "=" + display_value(sweep.axes[k].key, g.axis_values[k]);
+      varied_label += sweep.axes[k].key + "=" + axis_label(sweep.axes[k].key, g.axis_values[k], &g);
     }
     if (g.variant.empty()) {
       g.base = varied.empty();
       g.key = varied.empty() ? "base" : varied;
-      g.label = varied.empty() ? (g.kind.empty() ? std::string("hybrid") : g.kind) : varied;
+      g.label = varied.empty() ? (g.kind.empty() ? std::string("hybrid") : g.kind) : varied_label;
     } else {
       // A variant run at the base alone is its name; one run on every grid point names its axes.
       int configurations = 0;
       for (auto& other : view.groups) configurations += other.variant == g.variant;
-      g.key = varied.empty() || configurations == 1 ? g.variant : g.variant + " " + varied;
-      g.label = g.key;
+      const bool alone = varied.empty() || configurations == 1;
+      g.key = alone ? g.variant : g.variant + " " + varied;
+      g.label = alone ? g.variant : g.variant + " " + varied_label;
     }
   }
 

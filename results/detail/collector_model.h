@@ -24,6 +24,15 @@ std::string canonical_value(const std::string& text);
 // attention:Mamba ratio ("0.125 (1:7)").
 std::string display_value(const std::string& key, const std::string& value);
 
+struct PointGroup;
+
+// An axis value's label in tables and plots: display_value, and on the
+// attention axes (model.attention_ratio, model.attention_placement) the
+// attention layers as built, from the text model.attention of a store of the
+// group: "0.125 (1:7) → 2/12 (1:5)". Without such a store (none started, or
+// older than the text) the requested value alone.
+std::string axis_label(const std::string& key, const std::string& value, const PointGroup* group);
+
 // Whether a point is a store of a point that the sweep's grid no longer has
 // (left by a grid changed with --allow-grid-change): sweep.h5 does not list
 // it. Such points are counted apart and kept out of the tables, where they

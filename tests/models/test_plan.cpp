@@ -92,6 +92,48 @@ TEST_CASE("plans from the config", "[models][plan]") {
   }
 }
 
+TEST_CASE("the attention layers as built, and a ratio the plan does not build", "[models][plan]") {
+  auto both = [](const std::string& kind, const std::string& lines) {
+    const core::ModelConfig c = tiny_config(kind, lines);
+    const Plan p = make_plan(c);
+    return std::make_pair(attention_label(c, p), attention_ratio_warning(c, p));
+  };
+  // 1:7 of 12 layers is 2 of 12 (1:5): built and warned about.
+  auto [label, warning] = both("hybrid", "enc_layers = 12\ndec_layers = 12\nattention_ratio = 0.125\n");
+  CHECK(label == "2/12 (1:5)");
+  CHECK(warning == "model.attention_ratio = 0.125 (1:7) builds 2/12 (1:5) in the encoder (12 layers, placement "
+                   "middle_end); stacks of a multiple of 8 layers build it exactly");
+  // 1:15 of 12: 1 of 12 (1:11).
+  CHECK(both("hybrid", "enc_layers = 12\ndec_layers = 12\nattention_ratio = 0.0625\n").first == "1/12 (1:11)");
+  // Of 16 layers every ratio of the shipped grid is exact.
+  for (const char* r : {"0.25", "0.125", "0.0625"}) {
+    INFO(r);
+    auto [l16, w16] = both("hybrid", std::string("enc_layers = 16\ndec_layers = 16\nattention_ratio = ") + r + "\n");
+    CHECK(w16.empty());
+    CHECK(l16 == (std::string(r) == "0.25" ? "4/16 (1:3)" : std::string(r) == "0.125" ? "2/16 (1:7)" : "1/16 (1:15)"));
+  }
+  // Stacks that differ are named apart; the decoder's plan alone is warned about when only it differs.
+  auto [mixed, mixed_warning] = both("hybrid", "enc_layers = 12\ndec_layers = 16\nattention_ratio = 0.25\n");
+  CHECK(mixed == "enc 3/12 (1:3), dec 4/16 (1:3)");
+  CHECK(mixed_warning.empty());
+  auto [decoder_only, decoder_warning] = both("decoder_only", "dec_layers = 10\nattention_ratio = 0.25\n");
+  CHECK(decoder_only == "3/10 (3:7)");
+  CHECK_THAT(decoder_warning, Catch::Contains("(1:3) builds 3/10 (3:7) in the stack (10 layers"));
+  // A ratio written with four digits counts as what it rounds (2 of 24 for 0.0833).
+  CHECK(both("decoder_only", "dec_layers = 24\nattention_ratio = 0.0833\n").second.empty());
+  // Explicit plans and kinds that do not read the ratio: labels only.
+  CHECK(both("hybrid", "enc_plan = [\"attention\", \"bimamba\", \"bimamba\"]\n"
+                       "dec_plan = [\"mamba\", \"attention+cross\", \"mamba+cross\"]\n") ==
+        std::make_pair(std::string("1/3 (1:2)"), std::string()));
+  CHECK(both("transformer", "enc_layers = 2\ndec_layers = 2\n") ==
+        std::make_pair(std::string("2/2 (attention only)"), std::string()));
+  CHECK(both("mamba", "dec_layers = 5\n") == std::make_pair(std::string("0/5 (no attention)"), std::string()));
+  CHECK(both("rnnsearch", "").first.empty());
+  // plan reports print both.
+  const std::string report = plan_report(tiny_config("hybrid", "enc_layers = 12\ndec_layers = 12\n"), 100);
+  CHECK_THAT(report, Catch::Contains("placement middle_end; built 2/12 (1:5)\nwarning: model.attention_ratio = 0.125"));
+}
+
 TEST_CASE("the registry has exactly the kinds model.kind allows", "[models][registry]") {
   // core's message for a wrong kind lists the allowed values.
   std::string msg;

@@ -171,6 +171,27 @@ TEST_CASE("the dry run shows which points share a training and counts its cost o
   CHECK_THAT(apart, Catch::Contains("4 of 4 points to run; 4 training(s)"));
 }
 
+TEST_CASE("the dry run states the attention layers as built and warns of ratios it cannot build", "[orchestrator]") {
+  TempDir tmp;
+  const std::string text = "[sweep]\nname = \"ratios\"\noutput_dir = \"" + tmp.path("runs") +
+                           "\"\n[base]\nmodel.kind = \"hybrid\"\nmodel.preset = \"tiny\"\nmodel.enc_layers = 12\n"
+                           "model.dec_layers = 12\nmodel.attention_ratio = 0.25\n"
+                           "[grid]\nmodel.attention_ratio = [0.25, 0.125]\n";
+  ExpandedGrid g = expand_grid(core::parse_grid(text, "ratios.toml"));
+  REQUIRE(g.points.size() == 2);
+  CHECK(g.points[0].attention == "3/12 (1:3)");
+  CHECK(g.points[0].attention_warning.empty());
+  CHECK(g.points[1].attention == "2/12 (1:5)");
+  const std::string listing = dry_run_listing(g, 1, false);
+  INFO(listing);
+  CHECK_THAT(listing, Catch::Contains("model.attention_ratio=0.125  attention 2/12 (1:5)\n"));
+  CHECK_THAT(listing, Catch::Contains("model.attention_ratio=0.25  attention 3/12 (1:3)\n"));
+  CHECK_THAT(listing, Catch::Contains("\nwarning: model.attention_ratio = 0.125 (1:7) builds 2/12 (1:5) in the encoder "
+                                      "(12 layers, placement middle_end); stacks of a multiple of 8 layers build it "
+                                      "exactly (1 point: model.attention_ratio=0.125)\n"));
+  CHECK(attention_warnings(g).size() == 1);
+}
+
 TEST_CASE("cost estimates order bigger models first", "[orchestrator]") {
   auto small = core::parse_experiment("[model]\npreset = \"tiny\"\n", "a");
   auto big = core::parse_experiment("[model]\npreset = \"base\"\n", "b");

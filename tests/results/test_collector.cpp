@@ -1311,6 +1311,51 @@ TEST_CASE("collector: TER is a column and report.md prints the metrics' signatur
   CHECK(cell(t, "base", "ter").mean == Approx(50));
 }
 
+TEST_CASE("collector: the attention axes are labelled by the attention layers as built", "[results][collector]") {
+  TempDir dir;
+  FakeSweep f = make_sweep(dir.path());
+  auto built = [&](const std::string& ratio, int64_t seed, const std::string& attention) {
+    core::ExperimentStore store = core::ExperimentStore::open(f.store_of("", {ratio, "64"}, seed));
+    store.set_text("model.attention", attention);
+    store.commit();
+  };
+  // 1:7 of 12 layers builds 2 (1:5); 1:3 builds 3 of 12, as asked.
+  built("0.125", 1, "2/12 (1:5)");
+  built("0.125", 2, "2/12 (1:5)");
+  built("0.25", 1, "3/12 (1:3)");
+  CollectOptions o;
+  o.run_dir = f.run.string();
+  o.out_dir = (dir.path() / "out").string();
+  o.formats = {"md", "csv"};
+  std::ostringstream log;
+  const CollectReport r = collect(o, log);
+  const ReportTable& ratio = find_table(r, "ablation_model.attention_ratio");
+  CHECK(find_row(ratio, "0.125").label == "0.125 (1:7) \u2192 2/12 (1:5)");
+  CHECK(find_row(ratio, "0.25").label == "0.25 (1:3) \u2192 3/12 (1:3)");
+  // The p-values' reference and the other ablations' captions name it too.
+  std::string p_title;
+  for (const auto& c : ratio.columns)
+    if (c.key == "bleu_p_vs_base") p_title = c.title;
+  CHECK(p_title == "BLEU p vs 0.125 (1:7) \u2192 2/12 (1:5)");
+  CHECK_THAT(find_table(r, "ablation_model.d_state").caption,
+             Catch::Contains("with model.attention_ratio = 0.125 (1:7) \u2192 2/12 (1:5)"));
+  // Everywhere the collector writes it: report.md, the CSV and the ablation's bar chart.
+  const fs::path out = dir.path() / "out";
+  CHECK_THAT(slurp(out / "report.md"), Catch::Contains("| 0.125 (1:7) \u2192 2/12 (1:5) (base) |"));
+  CHECK_THAT(slurp(out / "tables" / "ablation_model.attention_ratio.csv"),
+             Catch::Contains(",0.125 (1:7) \u2192 2/12 (1:5),"));
+  bool plotted = false;
+  for (const auto& e : fs::directory_iterator(out / "plots")) {
+    const std::string svg = slurp(e.path());
+    if (svg.find("Ablation: model.attention_ratio") != std::string::npos)
+      plotted = svg.find("2/12 (1:5)") != std::string::npos && svg.find("3/12 (1:3)") != std::string::npos;
+  }
+  CHECK(plotted);
+  // Without the stores' text (none started yet, or older stores): the requested ratio alone.
+  const ReportTable& before = find_table(shared_collect()->report, "ablation_model.attention_ratio");
+  CHECK(find_row(before, "0.125").label == "0.125 (1:7)");
+}
+
 TEST_CASE("report tables: summaries, best marks and formats", "[results][collector]") {
   ReportCell s = summarize({1, 2, 3, kNaN});
   CHECK(s.n == 3);

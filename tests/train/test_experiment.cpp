@@ -640,6 +640,8 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     CHECK(s.texts.at("signature.test.ter") ==
           "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|" + results::signature_version_field());
     CHECK(s.scalars.at("test/ter") >= 0);
+    // The attention layers as built, written by the training: 1:7 of 2 layers is 1 of 2.
+    CHECK(s.texts.at("model.attention") == "1/2 (1:1)");
   }
 
   // Running it again changes nothing.
