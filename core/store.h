@@ -54,7 +54,8 @@ enum class RunState { pending, running, completed, failed, interrupted };
 //      <set>/sentence_comet_segments where comet-score runs: segment COMET
 //      scores for its paired test, and COMET by sentence (2026-11-28)
 //   7  <set>/ter and the texts signature.<set>.{bleu,chrf,chrfpp,ter}: TER
-//      and sacreBLEU's signatures of every test set (2026-12-08)
+//      and sacreBLEU's signatures of every test set; the text weights: the
+//      checkpoints averaged (2026-12-08)
 inline constexpr int64_t kEvaluationVersion = 7;
 
 // The evaluation version from which results/<path> means what it means now:

@@ -516,6 +516,7 @@ bool evaluate_parts(models::TranslationModel& model, const core::ExperimentConfi
   std::vector<std::vector<std::string>> all_hyps(data.tests.size());
 
   if (parts.test_sets) {
+    if (!facts.weights.empty()) store.set_text("weights", facts.weights);
     for (size_t si = 0; si < data.tests.size(); ++si) {
       if (stop()) return false;
       const TestSet& t = data.tests[si];

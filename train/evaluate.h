@@ -31,6 +31,10 @@ namespace mambamt::train {
 struct TrainingFacts {
   double train_tokens_per_s = 0;  // NaN/0 = unknown
   double peak_memory_mb = 0;
+  // The parameters evaluated (load_weights' description: "mean of steps 4000
+  // 5000", a checkpoint's path); the test sets' evaluation records it as the
+  // store's text `weights`.
+  std::string weights;
 };
 
 struct EvalParts {

@@ -322,6 +322,7 @@ RunResult run_experiment(const core::ExperimentConfig& config, const RunOptions&
       TrainingFacts facts;
       facts.train_tokens_per_s = out.tokens_per_s;
       facts.peak_memory_mb = out.peak_memory_mb;
+      facts.weights = weights;
       const bool finished = evaluate(*model, config, data, device, *st, exp_dir, facts, {},
                                      [] { return core::stop_requested(); });
       if (!finished) return end_run(st, core::RunState::interrupted, step, t0);
@@ -383,6 +384,7 @@ bool evaluate_experiment(const EvalRequest& req) {
   }
   core::ExperimentStore store = core::ExperimentStore::open(store_path);
   TrainingFacts facts;
+  facts.weights = exp.weights;
   const auto& metrics = store.metrics();
   if (auto it = metrics.find("tokens_per_s"); it != metrics.end() && !it->second.empty()) {
     double sum = 0;

@@ -623,6 +623,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
         "text signature.test.chrf",
         "text signature.test.chrfpp",
         "text signature.test.ter",
+        "text weights",
     };
     std::string unlisted, gone;
     for (const std::string& n : evaluation_names)
@@ -642,6 +643,7 @@ TEST_CASE("training and evaluation write every store name of docs/STORE.md and a
     CHECK(s.scalars.at("test/ter") >= 0);
     // The attention layers as built, written by the training: 1:7 of 2 layers is 1 of 2.
     CHECK(s.texts.at("model.attention") == "1/2 (1:1)");
+    CHECK(s.texts.at("weights") == dir + "/ckpt/best.h5");  // eval.average_last = 1: the best checkpoint
   }
 
   // Running it again changes nothing.
@@ -816,8 +818,10 @@ TEST_CASE("re-evaluating a store of an older evaluation version runs only the pa
 
   TempDir tmp;
   const std::string dir = tmp.path("exp");
-  const core::ExperimentConfig c = train_test::tiny_config({});
+  // The last two of the checkpoints kept (steps 8 and 12) averaged: the store says which.
+  const core::ExperimentConfig c = train_test::tiny_config({{"eval.average_last", "2"}});
   REQUIRE(run(c, dir, /*eval=*/true).state == core::RunState::completed);
+  CHECK(core::ExperimentStore::read(dir + "/store.h5").texts.at("weights") == "mean of steps 8 12");
   // Marks of what a re-evaluation would overwrite: the AER (the alignment
   // part, changed at version 3), the decoding speed (efficiency, unchanged
   // since version 1) and BLEU (test sets, changed at version 5).
