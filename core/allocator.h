@@ -6,7 +6,7 @@
 // training allocates and frees activations of tens to hundreds of MiB every
 // step, and glibc's malloc maps each one fresh from the kernel and unmaps it on
 // free, so every step paid a page fault per 4 KiB page (measured: 4 to 6 times
-// the step time of the small preset at 2048 tokens, bench/README.md).
+// the step time of the small preset at 2048 tokens with `mambamt bench train`).
 #include <cstdint>
 #include <string>
 

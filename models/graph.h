@@ -4,7 +4,7 @@
 // On a GPU a decode step of the small preset is a few hundred small kernels,
 // and launching them (LibTorch's dispatch, the driver) takes longer than
 // running them: on an H200 a step took 2.4-4.6 ms whatever the batch or the
-// output length (bench/README.md). A CUDA graph records the step's kernels
+// output length (`mambamt bench decode`). A CUDA graph records the step's kernels
 // once and launches them together.
 //
 //   InferenceState st = model->start(src, src_mask, max_len);  // on the GPU

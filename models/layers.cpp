@@ -232,7 +232,7 @@ struct BlockedAttention : public torch::autograd::Function<BlockedAttention> {
 // would pass 64M (256 MiB in float32), in blocks of 16M weights at most.
 // Below that it keeps the whole call's weights, which the blocks' backward
 // pass computes twice (at 8192 tokens the steps cost about the same either
-// way, and the peak fell 2.8-3.5 times: bench/README.md, train).
+// way, and the peak fell 2.8-3.5 times, measured with `mambamt bench train`).
 constexpr int64_t kAttendWholeElements = int64_t{1} << 26;
 constexpr int64_t kAttendBlockElements = int64_t{1} << 24;
 

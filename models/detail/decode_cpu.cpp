@@ -416,7 +416,7 @@ const AttendPasses* attend_passes_512(int64_t dh) {
 // second pass reading the panel from L2) did fewer loads per multiply-add,
 // but the pass that streamed the panel from memory did not overlap the
 // other: 21 GB/s on 2 threads over a pure-Mamba step's weights against 26
-// GB/s for this (bench/README.md, decode).
+// GB/s for this (measured with `mambamt bench decode`).
 constexpr int64_t kPanel = 16;
 
 // Columns ahead of the one being read that the first pass over a panel asks
@@ -483,7 +483,7 @@ __attribute__((target("avx512f"))) void linear_panels(const float* pw, const flo
 // with 2 x 6 accumulators, W streamed once with a prefetch 8 KB ahead). Alone
 // it was faster (the output projection at batch 16: 3987-4272 against
 // 4918-5851 us, in turns), but in decode steps at batch 16 the measurements
-// disagreed, from 8% slower to 6% faster (bench/README.md, decode).
+// disagreed, from 8% slower to 6% faster (measured with `mambamt bench decode`).
 constexpr int kRows256 = 6;
 
 template <int R>

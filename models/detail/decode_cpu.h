@@ -74,7 +74,7 @@ torch::Tensor small_batch_linear(const torch::Tensor& x, const torch::Tensor& w)
 // conversions, checks, intermediate tensors and three parallel regions: a
 // pure-Mamba step went from 462 to 98 LibTorch profiler events (33 -> 7 per
 // layer), a mixer step of the small preset at batch 16 on 2 threads from
-// 175 to 142 us, at batch 1 from 21 to 9 us (bench/README.md, "decode").
+// 175 to 142 us, at batch 1 from 21 to 9 us (measured with `mambamt bench decode`).
 struct Mamba2StepWeights {
   torch::Tensor conv_weight, conv_bias;  // (C, W), (C)
   torch::Tensor A_log, D, dt_bias;       // (H)
@@ -99,7 +99,7 @@ torch::Tensor mamba2_step(const torch::Tensor& zxbcdt, const Mamba2StepWeights& 
 // call for an A_log and kept while it lives and is unchanged (as
 // small_batch_linear keeps its packed weights). A pure Mamba-1 step went
 // from 504 to 126 profiler events, 9.8 to 8.3 ms at batch 16 on 2 threads
-// (bench/README.md, "decode").
+// (measured with `mambamt bench decode`).
 struct Mamba1StepWeights {
   torch::Tensor conv_weight, conv_bias;  // (di, W), (di)
   torch::Tensor x_proj, dt_proj;         // (R + 2N, di), (di, R)
@@ -153,7 +153,7 @@ std::tuple<torch::Tensor, torch::Tensor> max_rows(const torch::Tensor& x);
 // source are sorted. For 16 sources of beam 5 over 32000
 // tokens on 2 threads the LibTorch expression took 14-26 ms on a loaded
 // development machine and 5.2-5.4 ms on a later one, this 0.4-0.7 and
-// 0.39-0.41 ms (bench/README.md, decode).
+// 0.39-0.41 ms (measured with `mambamt bench decode`).
 // LibTorch's ops (a stable sort, ties in the same order) for other layouts,
 // dtypes and devices, and for rows holding NaN.
 std::tuple<torch::Tensor, torch::Tensor> beam_topk(const torch::Tensor& lp, const std::vector<double>& scores,
