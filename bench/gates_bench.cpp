@@ -91,7 +91,7 @@ int run_gates_bench(const std::vector<std::string>& args, std::ostream& out) {
   const auto t_begin = Clock::now();
 
   torch::manual_seed(1);
-  models::CrossAttention cross(models::CrossAttentionOptions(d, heads).kind("gated"));
+  models::CrossAttention cross(models::CrossAttentionOptions(d, heads).kind(models::CrossAttentionKind::kGated));
   cross->eval();
   // The gate reads feature 0 alone: +1 opens a row (sigmoid(20)), -1 closes it.
   cross->gate->weight.zero_();

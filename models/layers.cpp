@@ -8,6 +8,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "core/error.h"
 #include "kernels/norm.h"
 #include "models/detail/decode_cpu.h"
 #include "models/detail/linear.h"
@@ -118,10 +119,15 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 
 // ------------------------------------------------------------------ MLP
 
+MlpKind mlp_kind(const std::string& name) {
+  if (name == "swiglu") return MlpKind::kSwiGLU;
+  if (name == "relu") return MlpKind::kReLU;
+  throw InputError("model.mlp = \"" + name + "\": expected swiglu or relu");
+}
+
 MlpImpl::MlpImpl(const MlpOptions& o) : options(o) {
-  TORCH_CHECK(o.kind() == "swiglu" || o.kind() == "relu", "Mlp: unknown kind ", o.kind());
   up = register_module("up", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_ff()).bias(false)));
-  if (o.kind() == "swiglu")
+  if (o.kind() == MlpKind::kSwiGLU)
     gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_ff()).bias(false)));
   down = register_module("down", torch::nn::Linear(torch::nn::LinearOptions(o.d_ff(), o.d_model()).bias(false)));
   init_linear(up, o.init());
@@ -422,9 +428,14 @@ torch::Tensor AttentionImpl::static_step(const torch::Tensor& qkv_, const StepIn
 
 // ------------------------------------------------------------------ cross-attention
 
+CrossAttentionKind cross_attention_kind(const std::string& name) {
+  if (name == "full") return CrossAttentionKind::kFull;
+  if (name == "gated") return CrossAttentionKind::kGated;
+  if (name == "local") return CrossAttentionKind::kLocal;
+  throw InputError("model.cross_attn = \"" + name + "\": expected full, gated or local");
+}
+
 CrossAttentionImpl::CrossAttentionImpl(const CrossAttentionOptions& o) : options(o) {
-  TORCH_CHECK(o.kind() == "full" || o.kind() == "gated" || o.kind() == "local", "CrossAttention: unknown kind ",
-              o.kind());
   TORCH_CHECK(o.d_model() % o.n_heads() == 0, "CrossAttention: d_model not divisible by n_heads");
   q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), o.d_model()).bias(false)));
   kv = register_module("kv", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 2 * o.d_model()).bias(false)));
@@ -432,7 +443,7 @@ CrossAttentionImpl::CrossAttentionImpl(const CrossAttentionOptions& o) : options
   init_linear(q, o.init());
   init_linear(kv, o.init());
   init_linear(out, o.init());
-  if (o.kind() == "gated") {
+  if (o.kind() == CrossAttentionKind::kGated) {
     gate = register_module("gate", torch::nn::Linear(torch::nn::LinearOptions(o.d_model(), 1)));
     // The gate starts half open for every token: sigmoid(0) (the normal scheme:
     // small weights, about half open).
@@ -460,7 +471,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   const int64_t s = m.k.size(2);
   // Projections on (B*T, D) rows: a decode step (T = 1) takes the fast CPU paths.
   torch::Tensor x2 = x.reshape({b * t, options.d_model()});
-  const bool step = t == 1 && options.kind() != "local" && !record && !is_training() && !torch::GradMode::is_enabled();
+  const bool step = t == 1 && options.kind() != CrossAttentionKind::kLocal && !record && !is_training() && !torch::GradMode::is_enabled();
   // The gate first: a skipped token needs nothing else.
   torch::Tensor g, open;  // (B*T, 1): gate values; where they are not skipped (undefined: everywhere)
   if (gate) {
@@ -489,7 +500,7 @@ torch::Tensor CrossAttentionImpl::forward(const torch::Tensor& x, const torch::T
   }
   torch::Tensor qh = detail::linear(x2, q).view({b, t, h, dh}).transpose(1, 2);  // (B,H,T,Dh)
   torch::Tensor allowed = m.mask.view({b, 1, 1, s});
-  if (options.kind() == "local") {
+  if (options.kind() == CrossAttentionKind::kLocal) {
     // Centre: the target position clamped to the source (a diagonal alignment).
     torch::Tensor centre = torch::minimum(positions, (m.src_len - 1).clamp_min(0).unsqueeze(1));  // (B,T)
     torch::Tensor j = torch::arange(s, positions.options());

@@ -45,12 +45,16 @@ torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& cos, const
 
 // ------------------------------------------------------------------ MLP
 
+// kSwiGLU: down(silu(gate(x)) * up(x)); kReLU: down(relu(up(x))).
+enum class MlpKind { kSwiGLU, kReLU };
+// model.mlp's value ("swiglu", "relu"); InputError naming the key otherwise.
+MlpKind mlp_kind(const std::string& name);
+
 struct MlpOptions {
   MlpOptions(int64_t d_model, int64_t d_ff) : d_model_(d_model), d_ff_(d_ff) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, d_ff);
-  // "swiglu": down(silu(gate(x)) * up(x)); "relu": down(relu(up(x))).
-  TORCH_ARG(std::string, kind) = "swiglu";
+  TORCH_ARG(MlpKind, kind) = MlpKind::kSwiGLU;
   // How the weights start (models/init.h).
   TORCH_ARG(WeightInit, init) = WeightInit::standard();
 };
@@ -112,15 +116,19 @@ TORCH_MODULE(Attention);
 
 // ------------------------------------------------------------------ cross-attention
 
+// kFull; kGated: the output times sigmoid(w . x + b) per token (a learned
+// gate that can close when the source is not needed); kLocal: only source
+// tokens within window/2 of the aligned position (the target position,
+// clamped to the source) are attended.
+enum class CrossAttentionKind { kFull, kGated, kLocal };
+// model.cross_attn's value ("full", "gated", "local"); InputError naming the key otherwise.
+CrossAttentionKind cross_attention_kind(const std::string& name);
+
 struct CrossAttentionOptions {
   CrossAttentionOptions(int64_t d_model, int64_t n_heads) : d_model_(d_model), n_heads_(n_heads) {}
   TORCH_ARG(int64_t, d_model);
   TORCH_ARG(int64_t, n_heads);
-  // "full"; "gated": the output times sigmoid(w . x + b) per token (a learned
-  // gate that can close when the source is not needed); "local": only source
-  // tokens within window/2 of the aligned position (the target position,
-  // clamped to the source) are attended.
-  TORCH_ARG(std::string, kind) = "full";
+  TORCH_ARG(CrossAttentionKind, kind) = CrossAttentionKind::kFull;
   TORCH_ARG(int64_t, window) = 64;
   TORCH_ARG(double, attn_dropout) = 0.0;
   TORCH_ARG(WeightInit, init) = WeightInit::standard();

@@ -190,9 +190,9 @@ StackOptions stack_options(const core::ModelConfig& c, const std::vector<LayerSp
                 .norm_eps(c.norm_eps)
                 .init(init)
                 .out_scale(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(branches, 1))));
-  o.mlp = MlpOptions(c.d_model, c.d_ff).kind(c.mlp).init(init);
+  o.mlp = MlpOptions(c.d_model, c.d_ff).kind(mlp_kind(c.mlp)).init(init);
   o.cross = CrossAttentionOptions(c.d_model, c.n_heads)
-                .kind(c.cross_attn)
+                .kind(cross_attention_kind(c.cross_attn))
                 .window(c.cross_attn_window)
                 .attn_dropout(c.attn_dropout)
                 .init(init);

@@ -35,7 +35,7 @@ std::vector<torch::Tensor> recorded_gates(TranslationModel& m, const TestBatch& 
 
 TEST_CASE("a cross-attention token below the gate threshold outputs zero, the others what they did", "[models][gates]") {
   torch::manual_seed(3);
-  CrossAttention cross(CrossAttentionOptions(32, 2).kind("gated"));
+  CrossAttention cross(CrossAttentionOptions(32, 2).kind(CrossAttentionKind::kGated));
   cross->eval();
   {
     // Gates spread over (0, 1) instead of all near 0.5.
