@@ -336,6 +336,21 @@ struct FakeSweep {
     FAIL("no point " << variant << " of seed " << seed);
     return std::string();
   }
+
+  // The ids of the completed stores, sorted (the unreadable store left out).
+  std::vector<std::string> completed_ids() const {
+    std::vector<std::string> ids;
+    for (auto& entry : fs::directory_iterator(run / "exp")) {
+      const std::string path = (entry.path() / "store.h5").string();
+      try {
+        if (fs::exists(path) && core::ExperimentStore::read(path).status.state == core::RunState::completed)
+          ids.push_back(entry.path().filename().string());
+      } catch (const std::exception&) {
+      }  // the sweep's unreadable store
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
 };
 
 FakeSweep make_sweep(const fs::path& root, bool with_sweep_file = true, bool with_grid_file = true) {
@@ -1192,18 +1207,7 @@ TEST_CASE("collector: a test set scored on different texts is reported", "[resul
   TempDir dir;
   FakeSweep f = make_sweep(dir.path());
   // Every completed store records the test text it was scored on; one of them another text.
-  std::vector<std::string> completed;
-  for (auto& entry : fs::directory_iterator(f.run / "exp")) {
-    const std::string path = (entry.path() / "store.h5").string();
-    if (!fs::exists(path)) continue;
-    try {
-      if (core::ExperimentStore::read(path).status.state != core::RunState::completed) continue;
-    } catch (const std::exception&) {
-      continue;  // the sweep's unreadable store
-    }
-    completed.push_back(entry.path().filename().string());
-  }
-  std::sort(completed.begin(), completed.end());
+  const std::vector<std::string> completed = f.completed_ids();
   REQUIRE(completed.size() == 7);
   auto record = [&](const std::string& id, const std::string& fingerprint) {
     core::ExperimentStore store = core::ExperimentStore::open((f.run / "exp" / id / "store.h5").string());
@@ -1259,16 +1263,7 @@ TEST_CASE("collector: a test set scored on different texts is reported", "[resul
 TEST_CASE("collector: TER is a column and report.md prints the metrics' signatures", "[results][collector]") {
   TempDir dir;
   FakeSweep f = make_sweep(dir.path());
-  std::vector<std::string> completed;
-  for (auto& entry : fs::directory_iterator(f.run / "exp")) {
-    const std::string path = (entry.path() / "store.h5").string();
-    try {
-      if (fs::exists(path) && core::ExperimentStore::read(path).status.state == core::RunState::completed)
-        completed.push_back(entry.path().filename().string());
-    } catch (const std::exception&) {
-    }  // the sweep's unreadable store
-  }
-  std::sort(completed.begin(), completed.end());
+  const std::vector<std::string> completed = f.completed_ids();
   REQUIRE(completed.size() == 7);
   const std::string bleu = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:mambamt-1.0/sacrebleu-2.6";
   const std::string ter = "nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:mambamt-1.0/sacrebleu-2.6";
