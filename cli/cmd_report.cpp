@@ -352,7 +352,8 @@ Command plan_command() {
   spec.positionals = {"CONFIG"};
   spec.description =
       "For an experiment: one line per layer with its parameters, and the totals. For a grid: the\n"
-      "parameters of every point's model, then the plan of the base experiment.";
+      "parameters and attention layers as built of every point's model, then the plan of the base\n"
+      "experiment. A model.attention_ratio that the stacks cannot build exactly is warned about.";
   return {spec, [](const ParsedArgs& a) {
             const std::string& file = a.positional[0];
             std::string text = core::read_text(file);

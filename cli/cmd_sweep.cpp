@@ -55,7 +55,7 @@ Command sweep_command() {
   spec.summary = "run (or resume) every experiment of a grid over the MPI ranks of this job";
   spec.positionals = {"GRID"};
   spec.options = {
-      {"--dry-run", "", "list the points (id, varied keys, state, estimated cost) and exit"},
+      {"--dry-run", "", "list the points (id, varied keys, state, estimated cost, attention layers as built) and exit"},
       {"--retry-failed", "", "run failed experiments again with their attempt count reset"},
       {"--reevaluate", "", "evaluate completed experiments again whose results an older mambamt wrote"},
       {"--allow-grid-change", "", "accept a grid that differs from the run directory's frozen copy"},
