@@ -98,6 +98,15 @@ pid_t rank_pid(const std::string& grid, int rank) {
   return 0;
 }
 
+// Whether the log file at `path` holds `text` within `seconds` (polled every 100 ms).
+bool wait_for_log(const std::string& path, const std::string& text, int seconds) {
+  for (int i = 0; i < seconds * 10; ++i) {
+    if (read_text(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 // After mpirun is gone its ranks may take a moment longer, and while one
 // lives it still holds its claims (a resubmission would skip them): waits
 // until no sweep process of `grid` of rank 0 or 1 is left (at most a minute).
@@ -595,12 +604,7 @@ TEST_CASE("SIGTERM during the evaluation of a sweep: it stops within the part, t
           "eval.beam_size = [4]\n",
           "seeds = [1]\nretries = 0\n", 4, 2);
   const pid_t job = spawn("exec env " + mpirun(1) + mambamt_binary() + " sweep " + s.grid_path, s.tmp.path("first.log"));
-  bool evaluating = false;
-  for (int i = 0; i < 1200 && !evaluating; ++i) {
-    evaluating = read_text(s.tmp.path("first.log")).find("] evaluating ") != std::string::npos;
-    if (!evaluating) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  REQUIRE(evaluating);
+  REQUIRE(wait_for_log(s.tmp.path("first.log"), "] evaluating ", 120));
   std::mt19937 rng(std::random_device{}());
   const int delay_ms = std::uniform_int_distribution<int>(100, 1000)(rng);
   INFO("SIGTERM " << delay_ms << " ms into the evaluation");
@@ -658,12 +662,7 @@ TEST_CASE("the checkpoint signal during --reevaluate: the evaluation stops betwe
   const pid_t job = spawn("exec env " + mpirun(2) + mambamt_binary() + " sweep " + s.grid_path + " --reevaluate",
                           s.tmp.path("again.log"));
   // Signalled once the evaluation is under way (mpirun passes USR2 on to the ranks).
-  bool started = false;
-  for (int i = 0; i < 1200 && !started; ++i) {
-    started = read_text(s.tmp.path("again.log")).find("/exp/" + id + " with parameters from") != std::string::npos;
-    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  REQUIRE(started);
+  REQUIRE(wait_for_log(s.tmp.path("again.log"), "/exp/" + id + " with parameters from", 120));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(job, SIGUSR2);
   const int code = wait_exit(job, 300);
